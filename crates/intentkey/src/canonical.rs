@@ -1,0 +1,213 @@
+//! Canonical JSON, byte-identical to Python's
+//! `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`.
+//!
+//! Strings escape `"` `\\` `\n` `\r` `\t` `\b` `\f` and every other C0 control as
+//! `\u00XX` (lowercase hex); nothing else is escaped (U+007F and U+2028 pass
+//! through). Object members are sorted by code point. Numbers print the way
+//! Python prints the value its `json` module parsed: integer literals exactly,
+//! other numbers as the shortest round-trip double in Python's `repr` style.
+
+use serde_json::{Number, Value};
+
+use crate::error::{Error, ErrorCode, Result};
+
+/// Appends `s` as a JSON string literal with Python's escaping.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0xf)]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Appends a JSON value canonically (sorted members, Python number style).
+///
+/// `field` names the payload member being written, for the error.
+pub fn write_value(out: &mut Vec<u8>, value: &Value, field: &str) -> Result<()> {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(out, n, field)?,
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item, field)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            // serde_json's map is a BTreeMap: iteration is already in code point order.
+            out.push(b'{');
+            for (i, (name, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, name);
+                out.push(b':');
+                write_value(out, item, field)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+/// Whether a JSON number literal is an integer literal (no `.`, `e` or `E`),
+/// which Python's `json` reads as an exact `int`.
+pub fn is_integer_literal(text: &str) -> bool {
+    !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'))
+}
+
+fn write_number(out: &mut Vec<u8>, n: &Number, field: &str) -> Result<()> {
+    let text = n.as_str();
+    if is_integer_literal(text) {
+        // JSON forbids leading zeros, so the literal is canonical except for "-0".
+        if text == "-0" {
+            out.push(b'0');
+        } else {
+            out.extend_from_slice(text.as_bytes());
+        }
+        return Ok(());
+    }
+    let value: f64 = text.parse().map_err(|_| not_finite(field))?;
+    if !value.is_finite() {
+        return Err(not_finite(field));
+    }
+    out.extend_from_slice(python_float_repr(value).as_bytes());
+    Ok(())
+}
+
+fn not_finite(field: &str) -> Error {
+    Error::field(
+        ErrorCode::InvalidJson,
+        field,
+        format!("field `{field}` holds a number too large for a double; send it as a string"),
+    )
+}
+
+/// The shortest round-trip digits of a finite double and its decimal point
+/// position: `value = 0.d1d2d3… × 10^point`, sign separate.
+pub fn shortest_digits(value: f64) -> (bool, String, i64) {
+    // `{:e}` prints the shortest round-trip digits: "d.ddde-x".
+    let formatted = format!("{:e}", value.abs());
+    let (mantissa, exp) = formatted.split_once('e').unwrap_or((&formatted, "0"));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let exp: i64 = exp.parse().unwrap_or(0);
+    (value.is_sign_negative(), digits, exp + 1)
+}
+
+/// Python's `repr(float)` for a finite double.
+pub fn python_float_repr(value: f64) -> String {
+    let (negative, digits, point) = shortest_digits(value);
+    let mut s = String::with_capacity(digits.len() + 8);
+    if negative {
+        s.push('-');
+    }
+    if value == 0.0 {
+        s.push_str("0.0");
+        return s;
+    }
+    if (-4 < point) && (point <= 16) {
+        if point <= 0 {
+            s.push_str("0.");
+            for _ in 0..(-point) {
+                s.push('0');
+            }
+            s.push_str(&digits);
+        } else {
+            let point = point as usize;
+            if digits.len() <= point {
+                s.push_str(&digits);
+                for _ in digits.len()..point {
+                    s.push('0');
+                }
+                s.push_str(".0");
+            } else {
+                s.push_str(&digits[..point]);
+                s.push('.');
+                s.push_str(&digits[point..]);
+            }
+        }
+    } else {
+        s.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            s.push('.');
+            s.push_str(&digits[1..]);
+        }
+        let exp = point - 1;
+        s.push('e');
+        s.push(if exp < 0 { '-' } else { '+' });
+        let mag = exp.unsigned_abs();
+        if mag < 10 {
+            s.push('0');
+        }
+        s.push_str(&mag.to_string());
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_like_python() {
+        let mut out = Vec::new();
+        write_str(
+            &mut out,
+            "a\"\\\n\r\t\u{8}\u{c}\u{0}\u{1f}\u{7f}\u{2028}é😀",
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"a\\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\u{7f}\u{2028}é😀\""
+        );
+    }
+
+    #[test]
+    fn float_repr_matches_python() {
+        for (v, want) in [
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.1, "1.1"),
+            (-2.5, "-2.5"),
+            (0.30000000000000004, "0.30000000000000004"),
+            (1.5e300, "1.5e+300"),
+            (5e-324, "5e-324"),
+            (123456789012345680.0, "1.2345678901234568e+17"),
+            (-0.0, "-0.0"),
+            (100.0, "100.0"),
+        ] {
+            assert_eq!(python_float_repr(v), want, "{v}");
+        }
+    }
+}

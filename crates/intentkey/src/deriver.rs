@@ -1,0 +1,323 @@
+//! The three key modes and the fingerprint, keyed by one secret under one policy.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+use crate::canonical::{write_str, write_value};
+use crate::error::{Error, ErrorCode, Result};
+use crate::key::{to_hex, Key, KeyLength};
+use crate::payload::Payload;
+use crate::policy::{FieldClass, Policy};
+use crate::secret::Secret;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Domain label of `intent-hmac` material.
+pub const INTENT_HMAC_LABEL: &str = "intentkey/intent-hmac/v1";
+/// Domain label of fingerprint material.
+pub const FINGERPRINT_LABEL: &str = "intentkey/fingerprint/v1";
+
+/// One intent, as the `fields` mode sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Intent<'a> {
+    /// The tenant (non-empty).
+    pub tenant_id: &'a str,
+    /// The action type (non-empty; one of the policy's if it closes the set).
+    pub action_type: &'a str,
+    /// The request body.
+    pub payload: &'a Payload,
+    /// When the intent was recorded, in seconds since the Unix epoch. It comes
+    /// from the intent record, never from a clock read at attempt time.
+    pub intent_epoch: i64,
+}
+
+/// A payload digest stored beside the key and compared on every repeat.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    /// The fingerprint as 64 lowercase hex.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Compares with a stored fingerprint in constant time (for equal lengths).
+    ///
+    /// ```
+    /// use intentkey::{Deriver, Payload, Policy, Secret};
+    /// let d = Deriver::new(&Secret::new([7u8; 32]).unwrap(), Policy::default());
+    /// let p = Payload::from_json(r#"{"amount":"10"}"#).unwrap();
+    /// let fp = d.fingerprint("t1", "pix.send", &p).unwrap();
+    /// assert!(fp.matches(fp.as_str()));
+    /// assert!(!fp.matches(&"0".repeat(64)));
+    /// ```
+    pub fn matches(&self, stored: &str) -> bool {
+        self.0.as_bytes().ct_eq(stored.as_bytes()).into()
+    }
+}
+
+impl std::fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Derives keys and fingerprints with one secret under one policy.
+///
+/// The HMAC is keyed once, when the `Deriver` is made; each key then costs
+/// only the normalization and one pass over the material.
+///
+/// ```
+/// use intentkey::{Deriver, Intent, Payload, Policy, Secret};
+///
+/// let secret = Secret::from_hex(&"00".repeat(32)).unwrap();
+/// let deriver = Deriver::new(&secret, Policy::default());
+/// let payload = Payload::from_json(
+///     r#"{"creditor_key": "123.456.789-09", "amount": 10.5, "currency": "brl", "request_id": "r-1"}"#,
+/// ).unwrap();
+/// let intent = Intent { tenant_id: "t1", action_type: "pix.send", payload: &payload, intent_epoch: 1_700_000_000 };
+///
+/// let material = deriver.material(&intent).unwrap();
+/// assert_eq!(
+///     String::from_utf8(material).unwrap(),
+///     r#"["t1","pix.send",{"amount":"10.50","creditor_key":"12345678909","currency":"BRL"},1888888]"#
+/// );
+/// let key = deriver.derive(&intent).unwrap();
+/// assert_eq!(key.as_str().len(), 64);
+/// ```
+#[derive(Clone)]
+pub struct Deriver {
+    mac: HmacSha256,
+    policy: Policy,
+}
+
+impl std::fmt::Debug for Deriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deriver")
+            .field("secret", &"redacted")
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl Deriver {
+    /// Keys the HMAC with `secret` and takes the policy.
+    pub fn new(secret: &Secret, policy: Policy) -> Self {
+        // HMAC accepts keys of any length; new_from_slice cannot fail for it.
+        let mac = <HmacSha256 as Mac>::new_from_slice(secret.expose())
+            .unwrap_or_else(|_| unreachable_hmac());
+        Deriver { mac, policy }
+    }
+
+    /// The policy in use.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The canonical `fields` material: the UTF-8 bytes of
+    /// `[tenant_id, action_type, {normalized key fields}, bucket]` in canonical JSON.
+    ///
+    /// # Errors
+    /// `invalid-tenant-id`, `invalid-action-type`, `unknown-action-type`,
+    /// `unclassified-fields` (listing every such field, sorted), or a
+    /// normalizer's error naming the field.
+    pub fn material(&self, intent: &Intent<'_>) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(128);
+        self.write_head(&mut out, intent.tenant_id, intent.action_type)?;
+        out.push(b'{');
+        self.write_body(&mut out, intent.payload, false)?;
+        out.extend_from_slice(b"},");
+        out.extend_from_slice(
+            self.policy
+                .bucket(intent.intent_epoch)
+                .to_string()
+                .as_bytes(),
+        );
+        out.push(b']');
+        Ok(out)
+    }
+
+    /// The `fields`-mode key: HMAC-SHA256 over [`Deriver::material`], as long as
+    /// the policy's key length.
+    ///
+    /// # Errors
+    /// As [`Deriver::material`].
+    pub fn derive(&self, intent: &Intent<'_>) -> Result<Key> {
+        let material = self.material(intent)?;
+        Ok(Key::from_digest(
+            &self.mac_of(&material),
+            self.policy.key_length(),
+        ))
+    }
+
+    /// The `intent-hmac`-mode key: HMAC-SHA256 over the canonical JSON of
+    /// `["intentkey/intent-hmac/v1", tenant_id, intent_id]`.
+    ///
+    /// ```
+    /// use intentkey::{Deriver, KeyLength, Policy, Secret};
+    /// let d = Deriver::new(&Secret::new([1u8; 32]).unwrap(), Policy::default());
+    /// let key = d.intent_key("t1", "8f0c1c1e-intent", KeyLength::OPEN_FINANCE_BRASIL).unwrap();
+    /// assert_eq!(key.as_str().len(), 40);
+    /// ```
+    ///
+    /// # Errors
+    /// `invalid-tenant-id` or `invalid-intent-id` when either is empty.
+    pub fn intent_key(&self, tenant_id: &str, intent_id: &str, length: KeyLength) -> Result<Key> {
+        let material = intent_material(tenant_id, intent_id)?;
+        Ok(Key::from_digest(&self.mac_of(&material), length))
+    }
+
+    /// The fingerprint material: canonical JSON of
+    /// `["intentkey/fingerprint/v1", tenant_id, action_type, body]`, where the
+    /// body holds every key field normalized and every fingerprint field as JSON.
+    ///
+    /// # Errors
+    /// As [`Deriver::material`], plus `invalid-json` for a fingerprint field
+    /// holding a number beyond the double range.
+    pub fn fingerprint_material(
+        &self,
+        tenant_id: &str,
+        action_type: &str,
+        payload: &Payload,
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(160);
+        out.push(b'[');
+        write_str(&mut out, FINGERPRINT_LABEL);
+        out.push(b',');
+        self.write_head_inner(&mut out, tenant_id, action_type)?;
+        out.push(b'{');
+        self.write_body(&mut out, payload, true)?;
+        out.extend_from_slice(b"}]");
+        Ok(out)
+    }
+
+    /// The payload fingerprint (always 64 hex).
+    ///
+    /// # Errors
+    /// As [`Deriver::fingerprint_material`].
+    pub fn fingerprint(
+        &self,
+        tenant_id: &str,
+        action_type: &str,
+        payload: &Payload,
+    ) -> Result<Fingerprint> {
+        let material = self.fingerprint_material(tenant_id, action_type, payload)?;
+        Ok(Fingerprint(to_hex(&self.mac_of(&material))))
+    }
+
+    fn mac_of(&self, material: &[u8]) -> [u8; 32] {
+        let mut mac = self.mac.clone();
+        mac.update(material);
+        mac.finalize().into_bytes().into()
+    }
+
+    fn write_head(&self, out: &mut Vec<u8>, tenant_id: &str, action_type: &str) -> Result<()> {
+        out.push(b'[');
+        self.write_head_inner(out, tenant_id, action_type)
+    }
+
+    fn write_head_inner(
+        &self,
+        out: &mut Vec<u8>,
+        tenant_id: &str,
+        action_type: &str,
+    ) -> Result<()> {
+        check_tenant(tenant_id)?;
+        self.policy.check_action_type(action_type)?;
+        write_str(out, tenant_id);
+        out.push(b',');
+        write_str(out, action_type);
+        out.push(b',');
+        Ok(())
+    }
+
+    /// Writes the body members (without braces). Key fields are normalized;
+    /// fingerprint fields are written only when `with_fingerprint_fields`.
+    fn write_body(
+        &self,
+        out: &mut Vec<u8>,
+        payload: &Payload,
+        with_fingerprint_fields: bool,
+    ) -> Result<()> {
+        let unclassified: Vec<&str> = payload
+            .members()
+            .map(|(name, _)| name)
+            .filter(|name| self.policy.field(name).is_none())
+            .collect();
+        if !unclassified.is_empty() {
+            return Err(unclassified_error(&unclassified));
+        }
+        let mut first = true;
+        // Payload members iterate in code point order, so the body is sorted.
+        for (name, value) in payload.members() {
+            let class = self.policy.field(name);
+            let is_key = matches!(class, Some(FieldClass::Key(_)));
+            if !is_key && !(with_fingerprint_fields && class == Some(FieldClass::Fingerprint)) {
+                continue;
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            write_str(out, name);
+            out.push(b':');
+            match class {
+                Some(FieldClass::Key(normalizer)) => {
+                    write_str(out, &normalizer.apply(name, value)?)
+                }
+                _ => write_value(out, value, name)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn unreachable_hmac() -> HmacSha256 {
+    // Hmac<Sha256> takes keys of every length, so this is never called; it keeps
+    // the core free of panics all the same by keying with an empty secret.
+    <HmacSha256 as hmac::digest::KeyInit>::new(&Default::default())
+}
+
+fn check_tenant(tenant_id: &str) -> Result<()> {
+    if tenant_id.is_empty() {
+        return Err(Error::field(
+            ErrorCode::InvalidTenantId,
+            "tenant_id",
+            "`tenant_id` is empty; every key belongs to a tenant",
+        ));
+    }
+    Ok(())
+}
+
+fn intent_material(tenant_id: &str, intent_id: &str) -> Result<Vec<u8>> {
+    check_tenant(tenant_id)?;
+    if intent_id.is_empty() {
+        return Err(Error::field(
+            ErrorCode::InvalidIntentId,
+            "intent_id",
+            "`intent_id` is empty; use the id of the recorded intent",
+        ));
+    }
+    let mut out = Vec::with_capacity(64 + tenant_id.len() + intent_id.len());
+    out.push(b'[');
+    write_str(&mut out, INTENT_HMAC_LABEL);
+    out.push(b',');
+    write_str(&mut out, tenant_id);
+    out.push(b',');
+    write_str(&mut out, intent_id);
+    out.push(b']');
+    Ok(out)
+}
+
+fn unclassified_error(fields: &[&str]) -> Error {
+    let list: Vec<String> = fields.iter().map(|f| format!("{f:?}")).collect();
+    Error::field(
+        ErrorCode::UnclassifiedFields,
+        fields.join(","),
+        format!(
+            "unclassified fields: [{}]; classify each as key, fingerprint or ignored in the policy",
+            list.join(", ")
+        ),
+    )
+}

@@ -1,0 +1,175 @@
+//! Typed errors with stable kebab-case codes.
+//!
+//! Every failure the core can report is an [`Error`]: a stable [`ErrorCode`] that
+//! programs match on, the name of the field at fault (when there is one), and a
+//! message that says what was wrong and what to do. Messages name fields, never
+//! their values (payloads carry personal data) and never secret bytes.
+
+use std::fmt;
+
+/// The stable, kebab-case error codes. The same strings appear in the golden
+/// vectors (`expectedError`), the command-line JSON output and every binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The secret is shorter than 32 bytes.
+    SecretTooShort,
+    /// The secret is missing or is not hex.
+    InvalidSecret,
+    /// The tenant id is missing, empty or not a string.
+    InvalidTenantId,
+    /// The action type is missing, empty or not a string.
+    InvalidActionType,
+    /// The policy closes its action types and this one is not among them.
+    UnknownActionType,
+    /// The intent epoch is missing, not an integer, or outside the signed 64-bit range.
+    InvalidEpoch,
+    /// The payload is missing, not a JSON object, or nested too deeply.
+    InvalidPayload,
+    /// The payload has fields the policy does not classify.
+    UnclassifiedFields,
+    /// A field has the wrong JSON type for its normalizer.
+    InvalidFieldType,
+    /// A decimal field is not a finite decimal number written in ASCII digits.
+    InvalidDecimal,
+    /// A decimal field needs more than 28 significant digits at its scale.
+    DecimalOutOfRange,
+    /// An integer field is not an integer.
+    InvalidInteger,
+    /// A currency field is not three ASCII letters.
+    InvalidCurrency,
+    /// A pix-key field normalizes to nothing, or is a document key with non-ASCII digits.
+    InvalidPixKey,
+    /// The intent id is empty.
+    InvalidIntentId,
+    /// The policy document is malformed.
+    InvalidPolicy,
+    /// The input is not valid JSON, or not the expected JSON shape.
+    InvalidJson,
+    /// A key length outside 32..=64 hex characters was asked for.
+    InvalidKeyLength,
+}
+
+impl ErrorCode {
+    /// Every code, in declaration order.
+    pub const ALL: [ErrorCode; 18] = [
+        ErrorCode::SecretTooShort,
+        ErrorCode::InvalidSecret,
+        ErrorCode::InvalidTenantId,
+        ErrorCode::InvalidActionType,
+        ErrorCode::UnknownActionType,
+        ErrorCode::InvalidEpoch,
+        ErrorCode::InvalidPayload,
+        ErrorCode::UnclassifiedFields,
+        ErrorCode::InvalidFieldType,
+        ErrorCode::InvalidDecimal,
+        ErrorCode::DecimalOutOfRange,
+        ErrorCode::InvalidInteger,
+        ErrorCode::InvalidCurrency,
+        ErrorCode::InvalidPixKey,
+        ErrorCode::InvalidIntentId,
+        ErrorCode::InvalidPolicy,
+        ErrorCode::InvalidJson,
+        ErrorCode::InvalidKeyLength,
+    ];
+
+    /// The stable kebab-case code, e.g. `"unclassified-fields"`.
+    ///
+    /// ```
+    /// assert_eq!(intentkey::ErrorCode::SecretTooShort.as_str(), "secret-too-short");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::SecretTooShort => "secret-too-short",
+            ErrorCode::InvalidSecret => "invalid-secret",
+            ErrorCode::InvalidTenantId => "invalid-tenant-id",
+            ErrorCode::InvalidActionType => "invalid-action-type",
+            ErrorCode::UnknownActionType => "unknown-action-type",
+            ErrorCode::InvalidEpoch => "invalid-epoch",
+            ErrorCode::InvalidPayload => "invalid-payload",
+            ErrorCode::UnclassifiedFields => "unclassified-fields",
+            ErrorCode::InvalidFieldType => "invalid-field-type",
+            ErrorCode::InvalidDecimal => "invalid-decimal",
+            ErrorCode::DecimalOutOfRange => "decimal-out-of-range",
+            ErrorCode::InvalidInteger => "invalid-integer",
+            ErrorCode::InvalidCurrency => "invalid-currency",
+            ErrorCode::InvalidPixKey => "invalid-pix-key",
+            ErrorCode::InvalidIntentId => "invalid-intent-id",
+            ErrorCode::InvalidPolicy => "invalid-policy",
+            ErrorCode::InvalidJson => "invalid-json",
+            ErrorCode::InvalidKeyLength => "invalid-key-length",
+        }
+    }
+
+    /// Looks a code up by its kebab-case string.
+    ///
+    /// ```
+    /// use intentkey::ErrorCode;
+    /// assert_eq!(ErrorCode::parse("invalid-epoch"), Some(ErrorCode::InvalidEpoch));
+    /// assert_eq!(ErrorCode::parse("nope"), None);
+    /// ```
+    pub fn parse(code: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An intentkey error: a stable code, the field at fault and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    code: ErrorCode,
+    field: Option<String>,
+    message: String,
+}
+
+impl Error {
+    /// Makes an error that concerns no single field.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// Makes an error about one named field (a payload member, a request member
+    /// or a policy path such as `fields.amount.scale`).
+    pub fn field(code: ErrorCode, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The field (or policy path) at fault, if the error concerns one.
+    pub fn field_name(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
+
+    /// The human-readable message: what was wrong and what to do.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Shorthand for results carrying an [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

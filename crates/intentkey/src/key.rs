@@ -1,0 +1,107 @@
+//! Keys: lowercase hex, full (64) or truncated to a destination's length.
+
+use std::fmt;
+
+use crate::error::{Error, ErrorCode, Result};
+
+/// How many hex characters of the HMAC a key keeps: 32..=64.
+///
+/// ```
+/// use intentkey::KeyLength;
+/// assert_eq!(KeyLength::OPEN_FINANCE_BRASIL.hex_chars(), 40);
+/// assert_eq!(KeyLength::new(31).unwrap_err().code().as_str(), "invalid-key-length");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KeyLength(usize);
+
+impl KeyLength {
+    /// The shortest key allowed: 32 hex = 128 bits.
+    pub const MIN: usize = 32;
+    /// The full HMAC-SHA256: 64 hex = 256 bits.
+    pub const MAX: usize = 64;
+    /// The full 64 hex characters.
+    pub const FULL: KeyLength = KeyLength(64);
+    /// Open Finance Brasil's profile: 40 hex = 160 bits.
+    pub const OPEN_FINANCE_BRASIL: KeyLength = KeyLength(40);
+
+    /// A key length in hex characters.
+    ///
+    /// # Errors
+    /// `invalid-key-length` outside 32..=64.
+    pub fn new(hex_chars: usize) -> Result<Self> {
+        if (Self::MIN..=Self::MAX).contains(&hex_chars) {
+            Ok(KeyLength(hex_chars))
+        } else {
+            Err(Error::field(
+                ErrorCode::InvalidKeyLength,
+                "keyHexLength",
+                format!(
+                    "a key of {hex_chars} hex characters is not allowed; use {} to {} (32 = 128 bits)",
+                    Self::MIN,
+                    Self::MAX
+                ),
+            ))
+        }
+    }
+
+    /// The length in hex characters.
+    pub fn hex_chars(self) -> usize {
+        self.0
+    }
+}
+
+/// An idempotency key: lowercase hex, 32 to 64 characters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(String);
+
+impl Key {
+    pub(crate) fn from_digest(digest: &[u8], length: KeyLength) -> Key {
+        let mut hex = to_hex(digest);
+        hex.truncate(length.hex_chars());
+        Key(hex)
+    }
+
+    /// The key as lowercase hex.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Takes the key's string.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for Key {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+/// A `uuid`-mode key: a UUID v4 as 32 lowercase hex, from 16 random bytes the
+/// caller supplies (the core picks no randomness of its own).
+///
+/// ```
+/// let key = intentkey::uuid_key([0u8; 16]);
+/// assert_eq!(key.as_str(), "00000000000040008000000000000000");
+/// ```
+pub fn uuid_key(random: [u8; 16]) -> Key {
+    let uuid = uuid::Builder::from_random_bytes(random).into_uuid();
+    Key(uuid.simple().to_string())
+}

@@ -1,0 +1,21 @@
+#![doc = include_str!("../README.md")]
+
+pub mod canonical;
+mod decimal;
+mod deriver;
+mod error;
+mod key;
+pub mod normalize;
+mod payload;
+mod policy;
+pub mod request;
+mod secret;
+
+pub use deriver::{Deriver, Fingerprint, Intent, FINGERPRINT_LABEL, INTENT_HMAC_LABEL};
+pub use error::{Error, ErrorCode, Result};
+pub use key::{uuid_key, Key, KeyLength};
+pub use normalize::Normalizer;
+pub use payload::{Payload, MAX_DEPTH};
+pub use policy::{FieldClass, Policy, DEFAULT_BUCKET_SECONDS};
+pub use request::{Answer, RequestAnswerer};
+pub use secret::{Secret, MIN_SECRET_LEN};

@@ -1,0 +1,322 @@
+//! The field normalizers, with the oracle's (Python's) semantics.
+//!
+//! | normalizer | accepts | result |
+//! |---|---|---|
+//! | `text` | string | NFC, strip Python whitespace, full Unicode case folding |
+//! | `pix-key` | string | strip; a document key (digits `.` `-` `/`) keeps its digits, anything else is case folded |
+//! | `decimal` | number or string | exact value quantized to the scale, half away from zero |
+//! | `currency` | string | strip, three ASCII letters, uppercase |
+//! | `exact` | string | unchanged |
+//! | `integer` | integer or `-?[0-9]+` string | canonical integer text |
+
+use icu_casemap::CaseMapper;
+use serde_json::Value;
+use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+
+use crate::canonical::{is_integer_literal, shortest_digits};
+use crate::decimal::{quantize_half_up, DecimalError, MAX_DIGITS};
+use crate::error::{Error, ErrorCode, Result};
+
+/// How a `key` field is normalized before it enters the key material.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Normalizer {
+    /// NFC, strip Python whitespace, full Unicode case folding.
+    Text,
+    /// A Brazilian PIX key: document keys keep their digits, others are case folded.
+    PixKey,
+    /// A decimal amount quantized to `scale` places with half-up rounding.
+    Decimal {
+        /// Digits after the decimal point (0..=18).
+        scale: u32,
+    },
+    /// An ISO 4217 code: strip, three ASCII letters, uppercase.
+    Currency,
+    /// A string kept byte for byte.
+    Exact,
+    /// An integer in canonical decimal text.
+    Integer,
+}
+
+impl Normalizer {
+    /// The normalizer's name in policy JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Normalizer::Text => "text",
+            Normalizer::PixKey => "pix-key",
+            Normalizer::Decimal { .. } => "decimal",
+            Normalizer::Currency => "currency",
+            Normalizer::Exact => "exact",
+            Normalizer::Integer => "integer",
+        }
+    }
+
+    /// Normalizes one payload value; `field` names it in errors.
+    ///
+    /// # Errors
+    /// `invalid-field-type`, `invalid-decimal`, `decimal-out-of-range`,
+    /// `invalid-integer`, `invalid-currency` or `invalid-pix-key`, naming `field`.
+    ///
+    /// ```
+    /// use intentkey::Normalizer;
+    /// use serde_json::json;
+    /// assert_eq!(Normalizer::Text.apply("remittance", &json!("  STRASSE Straße ")).unwrap(), "strasse strasse");
+    /// assert_eq!(Normalizer::Decimal { scale: 2 }.apply("amount", &json!("1.005")).unwrap(), "1.01");
+    /// assert_eq!(Normalizer::PixKey.apply("creditor_key", &json!("123.456.789-09")).unwrap(), "12345678909");
+    /// ```
+    pub fn apply(self, field: &str, value: &Value) -> Result<String> {
+        match self {
+            Normalizer::Text => Ok(text(expect_str(field, value, self)?)),
+            Normalizer::PixKey => pix_key(field, expect_str(field, value, self)?),
+            Normalizer::Decimal { scale } => decimal(field, value, scale),
+            Normalizer::Currency => currency(field, expect_str(field, value, self)?),
+            Normalizer::Exact => Ok(expect_str(field, value, self)?.to_owned()),
+            Normalizer::Integer => integer(field, value),
+        }
+    }
+}
+
+fn expect_str<'v>(field: &str, value: &'v Value, normalizer: Normalizer) -> Result<&'v str> {
+    value.as_str().ok_or_else(|| {
+        Error::field(
+            ErrorCode::InvalidFieldType,
+            field,
+            format!(
+                "field `{field}` must be a JSON string for the {} normalizer, not {}",
+                normalizer.name(),
+                type_name(value)
+            ),
+        )
+    })
+}
+
+pub(crate) fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Python's `str.isspace()`: Unicode White_Space plus U+001C..U+001F.
+pub fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Python's `str.strip()` with no arguments.
+pub fn python_strip(s: &str) -> &str {
+    s.trim_matches(is_python_space)
+}
+
+/// Full Unicode case folding, as Python's `str.casefold()`.
+pub fn casefold(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_ascii_lowercase();
+    }
+    CaseMapper::new().fold_string(s).into_owned()
+}
+
+/// The `text` normalizer: NFC, strip, casefold (in that order, as the oracle).
+///
+/// ```
+/// assert_eq!(intentkey::normalize::text("\u{3000}ΣΑΣ\u{1c}"), "σασ");
+/// ```
+pub fn text(raw: &str) -> String {
+    if raw.is_ascii() {
+        return python_strip(raw).to_ascii_lowercase();
+    }
+    if is_nfc_quick(raw.chars()) == IsNormalized::Yes {
+        return casefold(python_strip(raw));
+    }
+    let composed: String = raw.nfc().collect();
+    casefold(python_strip(&composed))
+}
+
+fn pix_key(field: &str, raw: &str) -> Result<String> {
+    let key = python_strip(raw);
+    let is_document_char = |c: char| matches!(c, '.' | '-' | '/') || is_decimal_digit(c);
+    if !key.is_empty() && key.chars().all(is_document_char) {
+        if key
+            .chars()
+            .any(|c| is_decimal_digit(c) && !c.is_ascii_digit())
+        {
+            return Err(Error::field(
+                ErrorCode::InvalidPixKey,
+                field,
+                format!(
+                    "field `{field}` is a document key with non-ASCII digits; send the digits 0-9"
+                ),
+            ));
+        }
+        let digits: String = key.chars().filter(char::is_ascii_digit).collect();
+        if digits.is_empty() {
+            return Err(empty_pix_key(field));
+        }
+        return Ok(digits);
+    }
+    if key.is_empty() {
+        return Err(empty_pix_key(field));
+    }
+    Ok(casefold(key))
+}
+
+fn empty_pix_key(field: &str) -> Error {
+    Error::field(
+        ErrorCode::InvalidPixKey,
+        field,
+        format!("field `{field}` normalizes to an empty PIX key; send the key itself"),
+    )
+}
+
+/// Python's `\d` in a `str` pattern: Unicode general category Nd.
+fn is_decimal_digit(c: char) -> bool {
+    c.is_ascii_digit() || (!c.is_ascii() && c.general_category() == GeneralCategory::DecimalNumber)
+}
+
+fn currency(field: &str, raw: &str) -> Result<String> {
+    let code = python_strip(raw);
+    if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Ok(code.to_ascii_uppercase());
+    }
+    Err(Error::field(
+        ErrorCode::InvalidCurrency,
+        field,
+        format!(
+            "field `{field}` is not an ISO 4217 currency code; send three letters such as \"BRL\""
+        ),
+    ))
+}
+
+fn decimal(field: &str, value: &Value, scale: u32) -> Result<String> {
+    let quantized = match value {
+        Value::Number(n) => {
+            let literal = n.as_str();
+            if is_integer_literal(literal) {
+                quantize_half_up(literal, scale)
+            } else {
+                // Python's json reads this as a double; the decimal is its repr.
+                match literal.parse::<f64>() {
+                    Ok(v) if v.is_finite() => {
+                        let (negative, digits, point) = shortest_digits(v);
+                        let text = format!("{}0.{digits}e{point}", if negative { "-" } else { "" });
+                        quantize_half_up(&text, scale)
+                    }
+                    _ => Err(DecimalError::Syntax),
+                }
+            }
+        }
+        Value::String(s) => {
+            let stripped = python_strip(s);
+            if stripped.is_ascii() {
+                quantize_half_up(stripped, scale)
+            } else {
+                Err(DecimalError::Syntax)
+            }
+        }
+        other => {
+            return Err(Error::field(
+                ErrorCode::InvalidFieldType,
+                field,
+                format!(
+                    "field `{field}` must be a JSON number or a decimal string, not {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+    quantized.map_err(|e| match e {
+        DecimalError::Syntax => Error::field(
+            ErrorCode::InvalidDecimal,
+            field,
+            format!("field `{field}` is not a finite decimal number; write it with ASCII digits, e.g. \"10.50\""),
+        ),
+        DecimalError::OutOfRange => Error::field(
+            ErrorCode::DecimalOutOfRange,
+            field,
+            format!("field `{field}` needs more than {MAX_DIGITS} significant digits at scale {scale}"),
+        ),
+    })
+}
+
+fn integer(field: &str, value: &Value) -> Result<String> {
+    let literal = match value {
+        Value::Number(n) if is_integer_literal(n.as_str()) => n.as_str(),
+        Value::String(s) => s.as_str(),
+        Value::Number(_) => return Err(not_integer(field)),
+        other => {
+            return Err(Error::field(
+                ErrorCode::InvalidFieldType,
+                field,
+                format!(
+                    "field `{field}` must be a JSON integer or a string of digits, not {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+    let (negative, digits) = match literal.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, literal),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(not_integer(field));
+    }
+    let trimmed = digits.trim_start_matches('0');
+    Ok(match (negative, trimmed.is_empty()) {
+        (_, true) => "0".to_owned(),
+        (true, false) => format!("-{trimmed}"),
+        (false, false) => trimmed.to_owned(),
+    })
+}
+
+fn not_integer(field: &str) -> Error {
+    Error::field(
+        ErrorCode::InvalidInteger,
+        field,
+        format!("field `{field}` is not an integer; send digits with an optional leading '-'"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn python_space_set() {
+        let spaces: Vec<char> = (0..=0x10ffffu32)
+            .filter_map(char::from_u32)
+            .filter(|c| is_python_space(*c))
+            .collect();
+        let want: Vec<char> = "\t\n\u{b}\u{c}\r\u{1c}\u{1d}\u{1e}\u{1f} \u{85}\u{a0}\u{1680}\u{2000}\u{2001}\u{2002}\u{2003}\u{2004}\u{2005}\u{2006}\u{2007}\u{2008}\u{2009}\u{200a}\u{2028}\u{2029}\u{202f}\u{205f}\u{3000}".chars().collect();
+        assert_eq!(spaces, want);
+    }
+
+    #[test]
+    fn casefold_is_not_lowercase() {
+        assert_eq!(casefold("ΣΑΣ"), "σασ");
+        assert_eq!(casefold("ß"), "ss");
+        assert_eq!(casefold("ﬁ"), "fi");
+        assert_eq!(casefold("Ꭰ"), "Ꭰ");
+        assert_eq!(casefold("ꭰ"), "Ꭰ");
+    }
+
+    #[test]
+    fn integer_canonical() {
+        let n = Normalizer::Integer;
+        assert_eq!(n.apply("n", &json!("-007")).unwrap(), "-7");
+        assert_eq!(n.apply("n", &json!("-0")).unwrap(), "0");
+        assert_eq!(n.apply("n", &json!(42)).unwrap(), "42");
+        assert_eq!(
+            n.apply("n", &json!(1.5)).unwrap_err().code(),
+            ErrorCode::InvalidInteger
+        );
+        assert_eq!(
+            n.apply("n", &json!(null)).unwrap_err().code(),
+            ErrorCode::InvalidFieldType
+        );
+    }
+}

@@ -1,0 +1,88 @@
+//! The HMAC secret: at least 32 bytes, never printed.
+
+use std::fmt;
+
+use crate::error::{Error, ErrorCode, Result};
+
+/// The minimum secret length in bytes (256 bits, the HMAC-SHA256 block-size half).
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// A server secret for HMAC-SHA256 keys and fingerprints.
+///
+/// It is what stops anyone holding the key table from enumerating plausible
+/// payloads. Its `Debug` output is redacted, and no error ever carries its bytes.
+///
+/// ```
+/// use intentkey::Secret;
+/// let secret = Secret::from_hex(&"ab".repeat(32)).unwrap();
+/// assert_eq!(format!("{secret:?}"), "Secret(32 bytes, redacted)");
+/// assert_eq!(Secret::new(vec![0; 31]).unwrap_err().code().as_str(), "secret-too-short");
+/// ```
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    /// Wraps secret bytes, refusing fewer than [`MIN_SECRET_LEN`].
+    ///
+    /// # Errors
+    /// `secret-too-short` when `bytes` has fewer than 32 bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self> {
+        let bytes = bytes.into();
+        if bytes.len() < MIN_SECRET_LEN {
+            return Err(Error::field(
+                ErrorCode::SecretTooShort,
+                "secret",
+                format!(
+                    "the secret has {} bytes; use at least {MIN_SECRET_LEN} random bytes (64 hex characters)",
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(Secret(bytes))
+    }
+
+    /// Decodes a hex secret (either case, no separators).
+    ///
+    /// # Errors
+    /// `invalid-secret` when `hex` is not an even number of hex digits;
+    /// `secret-too-short` when it decodes to fewer than 32 bytes.
+    pub fn from_hex(hex: &str) -> Result<Self> {
+        let bad = || {
+            Error::field(
+                ErrorCode::InvalidSecret,
+                "secret",
+                "the secret is not hex: give an even number of 0-9/a-f digits with no spaces",
+            )
+        };
+        if hex.len() % 2 != 0 {
+            return Err(bad());
+        }
+        let mut bytes = Vec::with_capacity(hex.len() / 2);
+        for pair in hex.as_bytes().chunks_exact(2) {
+            let hi = hex_value(pair[0]).ok_or_else(bad)?;
+            let lo = hex_value(pair[1]).ok_or_else(bad)?;
+            bytes.push(hi << 4 | lo);
+        }
+        Secret::new(bytes)
+    }
+
+    /// The secret bytes, for keying a MAC.
+    pub(crate) fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({} bytes, redacted)", self.0.len())
+    }
+}
