@@ -217,6 +217,19 @@ impl Policy {
         self.key_length
     }
 
+    /// The same policy with another key length (for a destination's profile).
+    ///
+    /// ```
+    /// use intentkey::{KeyLength, Policy};
+    /// let p = Policy::default().with_key_length(KeyLength::OPEN_FINANCE_BRASIL);
+    /// assert_eq!(p.key_length().hex_chars(), 40);
+    /// ```
+    #[must_use]
+    pub fn with_key_length(mut self, length: KeyLength) -> Self {
+        self.key_length = length;
+        self
+    }
+
     /// How `field` is classified, or `None` if the policy does not name it.
     pub fn field(&self, field: &str) -> Option<FieldClass> {
         self.fields.get(field).copied()

@@ -1,0 +1,263 @@
+//! `intentkey derive`.
+
+use std::fs;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use intentkey::{
+    uuid_key, Deriver, Error, Intent, KeyLength, Payload, Policy, RequestAnswerer, Secret,
+};
+use serde_json::{json, Value};
+
+/// Key modes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Mode {
+    /// HMAC-SHA256 over the canonical material of the payload's key fields.
+    Fields,
+    /// HMAC-SHA256 over a domain-separated intent id.
+    IntentHmac,
+    /// A UUID v4 from fresh random bytes.
+    Uuid,
+}
+
+#[derive(Args)]
+pub struct DeriveArgs {
+    /// Read JSON lines from stdin (oracle input format: id, secret_hex, tenant_id,
+    /// action_type, payload, intent_epoch) and answer each with one line.
+    #[arg(long)]
+    jsonl: bool,
+    /// Read the JSON lines from this file instead of stdin.
+    #[arg(long, requires = "jsonl")]
+    input: Option<PathBuf>,
+    /// Print no summary on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Policy JSON file (default: the built-in payments policy).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Key mode for a single derivation.
+    #[arg(long, value_enum, default_value = "fields", conflicts_with = "jsonl")]
+    mode: Mode,
+    /// Tenant id.
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Action type (fields mode).
+    #[arg(long)]
+    action: Option<String>,
+    /// Payload JSON object (fields mode).
+    #[arg(long, conflicts_with = "payload_file")]
+    payload: Option<String>,
+    /// File holding the payload JSON object.
+    #[arg(long)]
+    payload_file: Option<PathBuf>,
+    /// Intent epoch in seconds, from the intent record (fields mode).
+    #[arg(long, allow_hyphen_values = true)]
+    epoch: Option<i64>,
+    /// One intent as a JSON object with tenant_id, action_type, payload and
+    /// intent_epoch (instead of the separate flags).
+    #[arg(long, conflicts_with_all = ["tenant", "action", "payload", "payload_file", "epoch"])]
+    json: Option<String>,
+    /// Intent id (intent-hmac mode).
+    #[arg(long)]
+    intent_id: Option<String>,
+    /// Key length in hex characters, 32..=64 (default: the policy's).
+    #[arg(long)]
+    length: Option<usize>,
+    /// File holding the secret as hex (default: the INTENTKEY_SECRET variable).
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// Also print the canonical material.
+    #[arg(long)]
+    material: bool,
+}
+
+pub fn run(args: DeriveArgs) -> Result<ExitCode, String> {
+    let policy = match &args.policy {
+        Some(path) => {
+            let text = fs::read_to_string(path)
+                .map_err(|e| format!("cannot read policy {}: {e}", path.display()))?;
+            Policy::from_json(&text).map_err(|e| format!("policy {}: {e}", path.display()))?
+        }
+        None => Policy::default(),
+    };
+    if args.jsonl {
+        return run_jsonl(&args, policy);
+    }
+    match derive_one(&args, policy) {
+        Ok(out) => {
+            println!("{out}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            println!(
+                "{}",
+                json!({"error": {"code": e.code().as_str(), "message": e.message()}})
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn run_jsonl(args: &DeriveArgs, policy: Policy) -> Result<ExitCode, String> {
+    let input: Box<dyn Read> = match &args.input {
+        Some(path) => Box::new(
+            fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?,
+        ),
+        None => Box::new(io::stdin().lock()),
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, input);
+    let stdout = io::stdout().lock();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout);
+    let mut answerer = RequestAnswerer::new(policy);
+    let (mut lines, mut keys) = (0u64, 0u64);
+    let mut buf = Vec::with_capacity(1024);
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| format!("reading input: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        let answer = match std::str::from_utf8(&buf) {
+            Ok(line) => answerer.answer(line),
+            Err(_) => intentkey::Answer {
+                id: Value::Null,
+                outcome: Err(Error::new(
+                    intentkey::ErrorCode::InvalidJson,
+                    "the line is not UTF-8; send UTF-8 JSON",
+                )),
+            },
+        };
+        lines += 1;
+        keys += u64::from(answer.outcome.is_ok());
+        writeln!(out, "{}", answer.to_line()).map_err(|e| format!("writing output: {e}"))?;
+    }
+    out.flush().map_err(|e| format!("writing output: {e}"))?;
+    if !args.quiet {
+        eprintln!(
+            "intentkey: answered {lines} lines: {keys} keys, {} errors",
+            lines - keys
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_secret(args: &DeriveArgs) -> Result<Secret, Error> {
+    let missing = || {
+        Error::field(
+            intentkey::ErrorCode::InvalidSecret,
+            "secret",
+            "no secret: set INTENTKEY_SECRET to the hex secret or pass --secret-file PATH (never on the command line)",
+        )
+    };
+    let hex = match &args.secret_file {
+        Some(path) => fs::read_to_string(path).map_err(|_| {
+            Error::field(
+                intentkey::ErrorCode::InvalidSecret,
+                "secret",
+                format!("cannot read the secret file {}", path.display()),
+            )
+        })?,
+        None => std::env::var("INTENTKEY_SECRET").map_err(|_| missing())?,
+    };
+    Secret::from_hex(hex.trim())
+}
+
+fn derive_one(args: &DeriveArgs, policy: Policy) -> Result<Value, Error> {
+    let policy = match args.length {
+        Some(n) => policy.with_key_length(KeyLength::new(n)?),
+        None => policy,
+    };
+    let length = policy.key_length();
+    match args.mode {
+        Mode::Uuid => {
+            let mut random = [0u8; 16];
+            if let Err(e) = getrandom::fill(&mut random) {
+                eprintln!("intentkey: the operating system gave no randomness: {e}");
+                std::process::exit(2);
+            }
+            Ok(json!({"mode": "uuid", "key": uuid_key(random).as_str()}))
+        }
+        Mode::IntentHmac => {
+            let deriver = Deriver::new(&read_secret(args)?, policy);
+            let tenant = args.tenant.as_deref().unwrap_or_default();
+            let intent_id = args.intent_id.as_deref().unwrap_or_default();
+            let key = deriver.intent_key(tenant, intent_id, length)?;
+            Ok(json!({"mode": "intent-hmac", "key": key.as_str()}))
+        }
+        Mode::Fields => {
+            let (tenant, action, payload, epoch) = fields_input(args)?;
+            let deriver = Deriver::new(&read_secret(args)?, policy);
+            let intent = Intent {
+                tenant_id: &tenant,
+                action_type: &action,
+                payload: &payload,
+                intent_epoch: epoch,
+            };
+            let material = deriver.material(&intent)?;
+            let key = deriver.derive(&intent)?.into_string();
+            let fingerprint = deriver.fingerprint(&tenant, &action, &payload)?;
+            let mut out =
+                json!({"mode": "fields", "key": key, "fingerprint": fingerprint.as_str()});
+            if args.material {
+                out["material"] = Value::String(String::from_utf8_lossy(&material).into_owned());
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn fields_input(args: &DeriveArgs) -> Result<(String, String, Payload, i64), Error> {
+    if let Some(text) = &args.json {
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            Error::new(
+                intentkey::ErrorCode::InvalidJson,
+                format!("--json is not valid JSON ({e})"),
+            )
+        })?;
+        let get_str = |name: &str, code| match value.get(name) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(Error::field(
+                code,
+                name,
+                format!("--json needs a string `{name}`"),
+            )),
+        };
+        let tenant = get_str("tenant_id", intentkey::ErrorCode::InvalidTenantId)?;
+        let action = get_str("action_type", intentkey::ErrorCode::InvalidActionType)?;
+        let epoch = intentkey::request::epoch(value.get("intent_epoch"))?;
+        let payload = Payload::from_value(value.get("payload").cloned().unwrap_or(Value::Null))?;
+        return Ok((tenant, action, payload, epoch));
+    }
+    let payload_text = match (&args.payload, &args.payload_file) {
+        (Some(p), _) => p.clone(),
+        (None, Some(path)) => fs::read_to_string(path).map_err(|_| {
+            Error::field(
+                intentkey::ErrorCode::InvalidPayload,
+                "payload",
+                format!("cannot read the payload file {}", path.display()),
+            )
+        })?,
+        (None, None) => "{}".to_owned(),
+    };
+    let payload = Payload::from_json(&payload_text)?;
+    let epoch = args.epoch.ok_or_else(|| {
+        Error::field(
+            intentkey::ErrorCode::InvalidEpoch,
+            "intent_epoch",
+            "--epoch is required in fields mode: the intent's recorded time in seconds",
+        )
+    })?;
+    Ok((
+        args.tenant.clone().unwrap_or_default(),
+        args.action.clone().unwrap_or_default(),
+        payload,
+        epoch,
+    ))
+}
