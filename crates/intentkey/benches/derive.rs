@@ -1,1 +1,68 @@
-fn main() {}
+//! `fields` derivation with the default policy, against the bare HMAC-SHA256 of
+//! the same material (the floor). The Python oracle runs on the same inputs in
+//! `bench/oracle_bench.py`; BENCHMARKS.md records both.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use hmac::{Hmac, Mac};
+use intentkey::{Deriver, Intent, Payload, Policy, Secret};
+use serde_json::Value;
+use sha2::Sha256;
+
+fn inputs() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/inputs.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("bench/inputs.json")).expect("JSON")
+}
+
+fn bench(c: &mut Criterion) {
+    let inputs = inputs();
+    let secret_hex = inputs["secret_hex"].as_str().unwrap();
+    let secret = Secret::from_hex(secret_hex).unwrap();
+    let secret_bytes: Vec<u8> = (0..secret_hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&secret_hex[i..i + 2], 16).unwrap())
+        .collect();
+    let payload_text = inputs["payload"].to_string();
+    let payload = Payload::from_json(&payload_text).unwrap();
+    let deriver = Deriver::new(&secret, Policy::default());
+    let intent = Intent {
+        tenant_id: inputs["tenant_id"].as_str().unwrap(),
+        action_type: inputs["action_type"].as_str().unwrap(),
+        payload: &payload,
+        intent_epoch: inputs["intent_epoch"].as_i64().unwrap(),
+    };
+    let material = deriver.material(&intent).unwrap();
+
+    let mut group = c.benchmark_group("per-key");
+    group.bench_function("intentkey fields (default policy)", |b| {
+        b.iter(|| deriver.derive(black_box(&intent)).unwrap())
+    });
+    group.bench_function("intentkey fields, payload JSON text parsed too", |b| {
+        b.iter(|| {
+            let payload = Payload::from_json(black_box(&payload_text)).unwrap();
+            deriver
+                .derive(&Intent {
+                    payload: &payload,
+                    ..intent
+                })
+                .unwrap()
+        })
+    });
+    group.bench_function("bare HMAC-SHA256 of the material (floor)", |b| {
+        b.iter(|| {
+            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(black_box(&secret_bytes)).unwrap();
+            mac.update(black_box(&material));
+            mac.finalize().into_bytes()
+        })
+    });
+    group.bench_function("intentkey material only", |b| {
+        b.iter(|| deriver.material(black_box(&intent)).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

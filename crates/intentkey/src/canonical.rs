@@ -11,10 +11,28 @@ use serde_json::{Number, Value};
 
 use crate::error::{Error, ErrorCode, Result};
 
+/// Bytes that a JSON string must escape: C0 controls, `"` and `\\`.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 /// Appends `s` as a JSON string literal with Python's escaping.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
+    if !bytes.iter().any(|&b| NEEDS_ESCAPE[usize::from(b)]) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escape: &[u8] = match b {

@@ -95,97 +95,120 @@ fn parse(text: &str) -> Result<Parsed<'_>, DecimalError> {
 
 /// Quantizes ASCII decimal text (`[+-]digits[.digits][e[+-]digits]`, already
 /// stripped of surrounding whitespace) to `scale` places, rounding half away
-/// from zero. Negative zero comes out as plain zero.
-pub(crate) fn quantize_half_up(text: &str, scale: u32) -> Result<String, DecimalError> {
+/// from zero, and appends it to `out`. Negative zero comes out as plain zero.
+pub(crate) fn quantize_half_up(
+    text: &str,
+    scale: u32,
+    out: &mut String,
+) -> Result<(), DecimalError> {
     let parsed = parse(text)?;
-    // value = coefficient × 10^(exponent − frac_len); target exponent is −scale.
-    let frac_len = parsed.frac_digits.len() as i64;
-    let exp = parsed.exponent - frac_len;
-    let coefficient = parsed.int_digits.iter().chain(parsed.frac_digits.iter());
-    let total_len = parsed.int_digits.len() + parsed.frac_digits.len();
-    // How many digits to append (shift > 0) or drop (shift < 0).
-    let shift = exp + i64::from(scale);
-
-    let mut digits: Vec<u8> = Vec::with_capacity(MAX_DIGITS + 2);
-    if shift >= 0 {
-        // Significant length = digits after leading zeros + appended zeros.
-        let mut leading = true;
-        for &d in coefficient {
-            if leading && d == b'0' {
-                continue;
-            }
-            leading = false;
-            digits.push(d);
-            if digits.len() > MAX_DIGITS {
-                return Err(DecimalError::OutOfRange);
-            }
-        }
-        if !digits.is_empty() {
-            if digits.len() as i64 + shift > MAX_DIGITS as i64 {
-                return Err(DecimalError::OutOfRange);
-            }
-            digits.extend(std::iter::repeat_n(b'0', shift as usize));
-        }
+    let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
+    let len = coefficient.len();
+    // value = coefficient × 10^(exponent − frac_len); the target exponent is −scale,
+    // so `shift` digits are appended (shift ≥ 0) or dropped (shift < 0).
+    let shift = parsed.exponent - parsed.frac_digits.len() as i64 + i64::from(scale);
+    let kept = if shift >= 0 {
+        len
     } else {
-        let drop = shift.unsigned_abs();
-        let keep = (total_len as u64).saturating_sub(drop) as usize;
-        let all: Vec<u8> = coefficient.copied().collect();
-        let round_digit = if drop as usize <= total_len && drop > 0 {
-            all[keep]
-        } else {
-            b'0'
-        };
-        let mut leading = true;
-        for &d in &all[..keep] {
-            if leading && d == b'0' {
-                continue;
-            }
-            leading = false;
-            digits.push(d);
-            if digits.len() > MAX_DIGITS + 1 {
-                return Err(DecimalError::OutOfRange);
-            }
-        }
-        if round_digit >= b'5' {
-            increment(&mut digits);
-        }
-        if digits.len() > MAX_DIGITS {
+        len.saturating_sub(shift.unsigned_abs() as usize)
+    };
+    // The first dropped digit decides the rounding; beyond the digits it is 0.
+    let round_up = shift < 0
+        && kept < len
+        && coefficient.at(kept) >= b'5'
+        && shift.unsigned_abs() as usize <= len;
+
+    // The result's significant digits: the kept digits without leading zeros,
+    // plus one if rounding carries, plus the appended zeros.
+    let first = (0..kept)
+        .find(|&i| coefficient.at(i) != b'0')
+        .unwrap_or(kept);
+    let mut digits = [0u8; MAX_DIGITS + 1];
+    let mut n = 0;
+    for i in first..kept {
+        if n == digits.len() {
             return Err(DecimalError::OutOfRange);
         }
+        digits[n] = coefficient.at(i);
+        n += 1;
     }
-    Ok(format_fixed(parsed.negative, &digits, scale as usize))
+    if round_up {
+        n = increment(&mut digits, n).ok_or(DecimalError::OutOfRange)?;
+    }
+    let appended = if shift > 0 && n > 0 { shift as u64 } else { 0 };
+    if n as u64 + appended > MAX_DIGITS as u64 {
+        return Err(DecimalError::OutOfRange);
+    }
+    let zeros = std::iter::repeat_n(b'0', appended as usize);
+    let all = digits[..n].iter().copied().chain(zeros);
+    format_fixed(
+        parsed.negative,
+        all,
+        n + appended as usize,
+        scale as usize,
+        out,
+    );
+    Ok(())
 }
 
-/// Adds one to a big-endian ASCII digit string (empty means zero).
-fn increment(digits: &mut Vec<u8>) {
-    for d in digits.iter_mut().rev() {
+/// The coefficient's digits: integer part (leading zeros removed), then fraction.
+struct Coefficient<'a>(&'a [u8], &'a [u8]);
+
+impl Coefficient<'_> {
+    fn len(&self) -> usize {
+        self.0.len() + self.1.len()
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        if i < self.0.len() {
+            self.0[i]
+        } else {
+            self.1[i - self.0.len()]
+        }
+    }
+}
+
+/// Adds one to the first `n` ASCII digits; returns the new length, or `None`
+/// when the carry needs more room than the buffer has.
+fn increment(digits: &mut [u8], n: usize) -> Option<usize> {
+    for d in digits[..n].iter_mut().rev() {
         if *d == b'9' {
             *d = b'0';
         } else {
             *d += 1;
-            return;
+            return Some(n);
         }
     }
-    digits.insert(0, b'1');
+    // All nines (or empty): the result is 1 followed by n zeros.
+    if n == digits.len() {
+        return None;
+    }
+    digits.copy_within(0..n, 1);
+    digits[0] = b'1';
+    Some(n + 1)
 }
 
-/// Formats a coefficient (no leading zeros, empty for zero) with `scale` places.
-fn format_fixed(negative: bool, digits: &[u8], scale: usize) -> String {
-    let mut out = String::with_capacity(digits.len() + scale + 3);
-    if negative && !digits.is_empty() {
+/// Formats `count` significant digits (no leading zeros; zero when empty)
+/// with `scale` places.
+fn format_fixed(
+    negative: bool,
+    digits: impl Iterator<Item = u8>,
+    count: usize,
+    scale: usize,
+    out: &mut String,
+) {
+    if negative && count > 0 {
         out.push('-');
     }
-    let padded = digits.len().max(scale + 1);
-    let zeros = padded - digits.len();
+    let padded = count.max(scale + 1);
     let int_len = padded - scale;
+    let mut digits = std::iter::repeat_n(b'0', padded - count).chain(digits);
     for i in 0..padded {
         if i == int_len {
             out.push('.');
         }
-        let d = if i < zeros { b'0' } else { digits[i - zeros] };
-        out.push(char::from(d));
+        out.push(char::from(digits.next().unwrap_or(b'0')));
     }
-    out
 }
 
 #[cfg(test)]
@@ -193,7 +216,12 @@ mod tests {
     use super::*;
 
     fn q(s: &str) -> Result<String, DecimalError> {
-        quantize_half_up(s, 2)
+        qs(s, 2)
+    }
+
+    fn qs(s: &str, scale: u32) -> Result<String, DecimalError> {
+        let mut out = String::new();
+        quantize_half_up(s, scale, &mut out).map(|()| out)
     }
 
     #[test]
@@ -204,6 +232,17 @@ mod tests {
         assert_eq!(q("0.0049999999999999999999999999999").unwrap(), "0.00");
         assert_eq!(q("0.005").unwrap(), "0.01");
         assert_eq!(q("9.995").unwrap(), "10.00");
+        assert_eq!(q("-9.995").unwrap(), "-10.00");
+        assert_eq!(q("0.995").unwrap(), "1.00");
+        assert_eq!(q("0.000").unwrap(), "0.00");
+        assert_eq!(q("00012.3450").unwrap(), "12.35");
+        assert_eq!(q("1234.5").unwrap(), "1234.50");
+        assert_eq!(q("1e16").unwrap(), "10000000000000000.00");
+        assert_eq!(q("5e-3").unwrap(), "0.01");
+        assert_eq!(q("4e-3").unwrap(), "0.00");
+        assert_eq!(q("5e-4").unwrap(), "0.00");
+        assert_eq!(qs("9.5", 0).unwrap(), "10");
+        assert_eq!(qs("0.5", 0).unwrap(), "1");
         assert_eq!(q("10").unwrap(), "10.00");
         assert_eq!(q(".5").unwrap(), "0.50");
         assert_eq!(q("5.").unwrap(), "5.00");
@@ -211,8 +250,8 @@ mod tests {
         assert_eq!(q("1e-50").unwrap(), "0.00");
         assert_eq!(q("-0.001").unwrap(), "0.00");
         assert_eq!(q("0e99999999999999999999").unwrap(), "0.00");
-        assert_eq!(quantize_half_up("2.5", 0).unwrap(), "3");
-        assert_eq!(quantize_half_up("0.00005", 4).unwrap(), "0.0001");
+        assert_eq!(qs("2.5", 0).unwrap(), "3");
+        assert_eq!(qs("0.00005", 4).unwrap(), "0.0001");
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl Deriver {
     /// `unclassified-fields` (listing every such field, sorted), or a
     /// normalizer's error naming the field.
     pub fn material(&self, intent: &Intent<'_>) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(128);
+        let mut out = Vec::with_capacity(256);
         self.write_head(&mut out, intent.tenant_id, intent.action_type)?;
         out.push(b'{');
         self.write_body(&mut out, intent.payload, false)?;
@@ -181,7 +181,7 @@ impl Deriver {
         action_type: &str,
         payload: &Payload,
     ) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(160);
+        let mut out = Vec::with_capacity(256);
         out.push(b'[');
         write_str(&mut out, FINGERPRINT_LABEL);
         out.push(b',');
@@ -240,20 +240,26 @@ impl Deriver {
         payload: &Payload,
         with_fingerprint_fields: bool,
     ) -> Result<()> {
-        let unclassified: Vec<&str> = payload
-            .members()
-            .map(|(name, _)| name)
-            .filter(|name| self.policy.field(name).is_none())
-            .collect();
-        if !unclassified.is_empty() {
+        // Classify every member first, so the unclassified-fields error wins
+        // over any normalizer error, as in the oracle.
+        let members = self.policy.classify(payload);
+        if members.iter().any(|(_, _, class)| class.is_none()) {
+            let unclassified: Vec<&str> = members
+                .iter()
+                .filter_map(|(name, _, class)| class.is_none().then_some(*name))
+                .collect();
             return Err(unclassified_error(&unclassified));
         }
         let mut first = true;
+        let mut scratch = String::with_capacity(64);
         // Payload members iterate in code point order, so the body is sorted.
-        for (name, value) in payload.members() {
-            let class = self.policy.field(name);
-            let is_key = matches!(class, Some(FieldClass::Key(_)));
-            if !is_key && !(with_fingerprint_fields && class == Some(FieldClass::Fingerprint)) {
+        for &(name, value, class) in &members {
+            let write = match class {
+                Some(FieldClass::Key(_)) => true,
+                Some(FieldClass::Fingerprint) => with_fingerprint_fields,
+                _ => false,
+            };
+            if !write {
                 continue;
             }
             if !first {
@@ -264,7 +270,9 @@ impl Deriver {
             out.push(b':');
             match class {
                 Some(FieldClass::Key(normalizer)) => {
-                    write_str(out, &normalizer.apply(name, value)?)
+                    scratch.clear();
+                    normalizer.apply_into(name, value, &mut scratch)?;
+                    write_str(out, &scratch);
                 }
                 _ => write_value(out, value, name)?,
             }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
-use crate::canonical::{is_integer_literal, shortest_digits};
+use crate::canonical::is_integer_literal;
 use crate::decimal::{quantize_half_up, DecimalError, MAX_DIGITS};
 use crate::error::{Error, ErrorCode, Result};
 
@@ -65,14 +65,26 @@ impl Normalizer {
     /// assert_eq!(Normalizer::PixKey.apply("creditor_key", &json!("123.456.789-09")).unwrap(), "12345678909");
     /// ```
     pub fn apply(self, field: &str, value: &Value) -> Result<String> {
+        let mut out = String::new();
+        self.apply_into(field, value, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Normalizer::apply`], appending the result to `out` (which is left
+    /// unchanged on error).
+    ///
+    /// # Errors
+    /// As [`Normalizer::apply`].
+    pub fn apply_into(self, field: &str, value: &Value, out: &mut String) -> Result<()> {
         match self {
-            Normalizer::Text => Ok(text(expect_str(field, value, self)?)),
-            Normalizer::PixKey => pix_key(field, expect_str(field, value, self)?),
-            Normalizer::Decimal { scale } => decimal(field, value, scale),
-            Normalizer::Currency => currency(field, expect_str(field, value, self)?),
-            Normalizer::Exact => Ok(expect_str(field, value, self)?.to_owned()),
-            Normalizer::Integer => integer(field, value),
+            Normalizer::Text => text_into(expect_str(field, value, self)?, out),
+            Normalizer::PixKey => pix_key(field, expect_str(field, value, self)?, out)?,
+            Normalizer::Decimal { scale } => decimal(field, value, scale, out)?,
+            Normalizer::Currency => currency(field, expect_str(field, value, self)?, out)?,
+            Normalizer::Exact => out.push_str(expect_str(field, value, self)?),
+            Normalizer::Integer => integer(field, value, out)?,
         }
+        Ok(())
     }
 }
 
@@ -112,11 +124,41 @@ pub fn python_strip(s: &str) -> &str {
 }
 
 /// Full Unicode case folding, as Python's `str.casefold()`.
+///
+/// ```
+/// assert_eq!(intentkey::normalize::casefold("Straße ΣΑΣ ﬁ"), "strasse σασ fi");
+/// ```
 pub fn casefold(s: &str) -> String {
-    if s.is_ascii() {
-        return s.to_ascii_lowercase();
+    let mut out = String::with_capacity(s.len() + 8);
+    casefold_into(s, &mut out);
+    out
+}
+
+/// Appends the case folding of `s` to `out`. Folding is context-free, so
+/// ASCII runs are lowered directly and only non-ASCII runs go through ICU4X's
+/// full folding tables.
+fn casefold_into(s: &str, out: &mut String) {
+    let mapper = CaseMapper::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        let ascii_len = rest
+            .bytes()
+            .position(|b| !b.is_ascii())
+            .unwrap_or(rest.len());
+        let (ascii, tail) = rest.split_at(ascii_len);
+        let start = out.len();
+        out.push_str(ascii);
+        out[start..].make_ascii_lowercase();
+        let other_len = tail
+            .bytes()
+            .position(|b| b.is_ascii())
+            .unwrap_or(tail.len());
+        let (other, tail) = tail.split_at(other_len);
+        if !other.is_empty() {
+            out.push_str(&mapper.fold_string(other));
+        }
+        rest = tail;
     }
-    CaseMapper::new().fold_string(s).into_owned()
 }
 
 /// The `text` normalizer: NFC, strip, casefold (in that order, as the oracle).
@@ -125,17 +167,21 @@ pub fn casefold(s: &str) -> String {
 /// assert_eq!(intentkey::normalize::text("\u{3000}ΣΑΣ\u{1c}"), "σασ");
 /// ```
 pub fn text(raw: &str) -> String {
-    if raw.is_ascii() {
-        return python_strip(raw).to_ascii_lowercase();
-    }
-    if is_nfc_quick(raw.chars()) == IsNormalized::Yes {
-        return casefold(python_strip(raw));
-    }
-    let composed: String = raw.nfc().collect();
-    casefold(python_strip(&composed))
+    let mut out = String::with_capacity(raw.len());
+    text_into(raw, &mut out);
+    out
 }
 
-fn pix_key(field: &str, raw: &str) -> Result<String> {
+fn text_into(raw: &str, out: &mut String) {
+    if raw.is_ascii() || is_nfc_quick(raw.chars()) == IsNormalized::Yes {
+        casefold_into(python_strip(raw), out);
+    } else {
+        let composed: String = raw.nfc().collect();
+        casefold_into(python_strip(&composed), out);
+    }
+}
+
+fn pix_key(field: &str, raw: &str, out: &mut String) -> Result<()> {
     let key = python_strip(raw);
     let is_document_char = |c: char| matches!(c, '.' | '-' | '/') || is_decimal_digit(c);
     if !key.is_empty() && key.chars().all(is_document_char) {
@@ -151,16 +197,17 @@ fn pix_key(field: &str, raw: &str) -> Result<String> {
                 ),
             ));
         }
-        let digits: String = key.chars().filter(char::is_ascii_digit).collect();
-        if digits.is_empty() {
+        if !key.bytes().any(|b| b.is_ascii_digit()) {
             return Err(empty_pix_key(field));
         }
-        return Ok(digits);
+        out.extend(key.chars().filter(char::is_ascii_digit));
+        return Ok(());
     }
     if key.is_empty() {
         return Err(empty_pix_key(field));
     }
-    Ok(casefold(key))
+    casefold_into(key, out);
+    Ok(())
 }
 
 fn empty_pix_key(field: &str) -> Error {
@@ -176,10 +223,11 @@ fn is_decimal_digit(c: char) -> bool {
     c.is_ascii_digit() || (!c.is_ascii() && c.general_category() == GeneralCategory::DecimalNumber)
 }
 
-fn currency(field: &str, raw: &str) -> Result<String> {
+fn currency(field: &str, raw: &str, out: &mut String) -> Result<()> {
     let code = python_strip(raw);
     if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return Ok(code.to_ascii_uppercase());
+        out.extend(code.bytes().map(|b| char::from(b.to_ascii_uppercase())));
+        return Ok(());
     }
     Err(Error::field(
         ErrorCode::InvalidCurrency,
@@ -190,19 +238,18 @@ fn currency(field: &str, raw: &str) -> Result<String> {
     ))
 }
 
-fn decimal(field: &str, value: &Value, scale: u32) -> Result<String> {
+fn decimal(field: &str, value: &Value, scale: u32, out: &mut String) -> Result<()> {
     let quantized = match value {
         Value::Number(n) => {
             let literal = n.as_str();
             if is_integer_literal(literal) {
-                quantize_half_up(literal, scale)
+                quantize_half_up(literal, scale, out)
             } else {
-                // Python's json reads this as a double; the decimal is its repr.
+                // Python's json reads this as a double; the decimal is its
+                // shortest round-trip repr (ryu prints the same digits).
                 match literal.parse::<f64>() {
                     Ok(v) if v.is_finite() => {
-                        let (negative, digits, point) = shortest_digits(v);
-                        let text = format!("{}0.{digits}e{point}", if negative { "-" } else { "" });
-                        quantize_half_up(&text, scale)
+                        quantize_half_up(ryu::Buffer::new().format_finite(v), scale, out)
                     }
                     _ => Err(DecimalError::Syntax),
                 }
@@ -211,7 +258,7 @@ fn decimal(field: &str, value: &Value, scale: u32) -> Result<String> {
         Value::String(s) => {
             let stripped = python_strip(s);
             if stripped.is_ascii() {
-                quantize_half_up(stripped, scale)
+                quantize_half_up(stripped, scale, out)
             } else {
                 Err(DecimalError::Syntax)
             }
@@ -241,7 +288,7 @@ fn decimal(field: &str, value: &Value, scale: u32) -> Result<String> {
     })
 }
 
-fn integer(field: &str, value: &Value) -> Result<String> {
+fn integer(field: &str, value: &Value, out: &mut String) -> Result<()> {
     let literal = match value {
         Value::Number(n) if is_integer_literal(n.as_str()) => n.as_str(),
         Value::String(s) => s.as_str(),
@@ -265,11 +312,15 @@ fn integer(field: &str, value: &Value) -> Result<String> {
         return Err(not_integer(field));
     }
     let trimmed = digits.trim_start_matches('0');
-    Ok(match (negative, trimmed.is_empty()) {
-        (_, true) => "0".to_owned(),
-        (true, false) => format!("-{trimmed}"),
-        (false, false) => trimmed.to_owned(),
-    })
+    if trimmed.is_empty() {
+        out.push('0');
+    } else {
+        if negative {
+            out.push('-');
+        }
+        out.push_str(trimmed);
+    }
+    Ok(())
 }
 
 fn not_integer(field: &str) -> Error {

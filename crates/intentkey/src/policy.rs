@@ -34,6 +34,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, ErrorCode, Result};
 use crate::key::KeyLength;
 use crate::normalize::Normalizer;
+use crate::payload::Payload;
 
 /// The default bucket width in seconds (15 minutes), as in the article.
 pub const DEFAULT_BUCKET_SECONDS: i64 = 900;
@@ -71,7 +72,8 @@ pub struct Policy {
     bucket_seconds: i64,
     action_types: Option<BTreeSet<String>>,
     key_length: KeyLength,
-    fields: BTreeMap<String, FieldClass>,
+    /// Sorted by name (code point order), unique.
+    fields: Vec<(String, FieldClass)>,
 }
 
 impl Default for Policy {
@@ -96,6 +98,7 @@ impl Default for Policy {
         ] {
             fields.insert(ignored.into(), FieldClass::Ignored);
         }
+        let fields = fields.into_iter().collect();
         Policy {
             name: Some("payments".into()),
             bucket_seconds: DEFAULT_BUCKET_SECONDS,
@@ -193,6 +196,7 @@ impl Policy {
             }
             fields.insert(field.clone(), field_class(spec, &path)?);
         }
+        let fields = fields.into_iter().collect();
         Ok(Policy {
             name,
             bucket_seconds,
@@ -232,12 +236,42 @@ impl Policy {
 
     /// How `field` is classified, or `None` if the policy does not name it.
     pub fn field(&self, field: &str) -> Option<FieldClass> {
-        self.fields.get(field).copied()
+        self.fields
+            .binary_search_by(|(name, _)| name.as_str().cmp(field))
+            .ok()
+            .map(|i| self.fields[i].1)
     }
 
     /// Every classified field, sorted by name.
     pub fn fields(&self) -> impl Iterator<Item = (&str, FieldClass)> {
         self.fields.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    /// Pairs each payload member with its class (`None`: unclassified), in the
+    /// payload's order. Both sides are sorted by name, so one merge walk does it.
+    pub(crate) fn classify<'p>(
+        &self,
+        payload: &'p Payload,
+    ) -> Vec<(&'p str, &'p Value, Option<FieldClass>)> {
+        let mut out = Vec::with_capacity(payload.len());
+        let mut fields = self.fields.iter();
+        let mut next = fields.next();
+        for (name, value) in payload.members() {
+            let mut class = None;
+            while let Some((field, field_class)) = next {
+                match field.as_str().cmp(name) {
+                    std::cmp::Ordering::Less => next = fields.next(),
+                    std::cmp::Ordering::Equal => {
+                        class = Some(*field_class);
+                        next = fields.next();
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
+            out.push((name, value, class));
+        }
+        out
     }
 
     /// The closed set of action types, if the policy closes it.
