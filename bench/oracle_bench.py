@@ -50,17 +50,18 @@ def main():
     args = parser.parse_args()
     oracle = load_oracle(args.oracle)
     inputs = json.loads((ROOT / "bench" / "inputs.json").read_text())
-    secret = bytes.fromhex(inputs["secret_hex"])
-    call = (inputs["tenant_id"], inputs["action_type"], inputs["payload"], inputs["intent_epoch"])
-    material = oracle.derive_material(*call)
-    derive_us = per_call_us(lambda: oracle.derive_idempotency_key(secret, *call), args.seconds)
-    hmac_us = per_call_us(lambda: hmac.new(secret, material, hashlib.sha256).hexdigest(), args.seconds)
-    print(json.dumps({
-        "oracle_derive_us": round(derive_us, 3),
-        "oracle_hmac_only_us": round(hmac_us, 3),
-        "material_bytes": len(material),
-        "key": oracle.derive_idempotency_key(secret, *call),
-    }))
+    results = {}
+    for case, data in inputs["cases"].items():
+        secret = bytes.fromhex(data["secret_hex"])
+        call = (data["tenant_id"], data["action_type"], data["payload"], data["intent_epoch"])
+        material = oracle.derive_material(*call)
+        results[case] = {
+            "oracle_derive_us": round(per_call_us(lambda: oracle.derive_idempotency_key(secret, *call), args.seconds), 3),
+            "oracle_hmac_only_us": round(per_call_us(lambda: hmac.new(secret, material, hashlib.sha256).hexdigest(), args.seconds), 3),
+            "material_bytes": len(material),
+            "key": oracle.derive_idempotency_key(secret, *call),
+        }
+    print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

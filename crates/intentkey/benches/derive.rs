@@ -1,6 +1,8 @@
 //! `fields` derivation with the default policy, against the bare HMAC-SHA256 of
 //! the same material (the floor). The Python oracle runs on the same inputs in
 //! `bench/oracle_bench.py`; BENCHMARKS.md records both.
+//!
+//! `cargo bench -p intentkey --bench derive`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +10,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use hmac::{Hmac, Mac};
-use intentkey::{Deriver, Intent, Payload, Policy, Secret};
+use intentkey::{Deriver, Intent, Normalizer, Payload, Policy, Secret};
 use serde_json::Value;
 use sha2::Sha256;
 
@@ -19,49 +21,72 @@ fn inputs() -> Value {
 
 fn bench(c: &mut Criterion) {
     let inputs = inputs();
-    let secret_hex = inputs["secret_hex"].as_str().unwrap();
-    let secret = Secret::from_hex(secret_hex).unwrap();
-    let secret_bytes: Vec<u8> = (0..secret_hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&secret_hex[i..i + 2], 16).unwrap())
-        .collect();
-    let payload_text = inputs["payload"].to_string();
-    let payload = Payload::from_json(&payload_text).unwrap();
-    let deriver = Deriver::new(&secret, Policy::default());
-    let intent = Intent {
-        tenant_id: inputs["tenant_id"].as_str().unwrap(),
-        action_type: inputs["action_type"].as_str().unwrap(),
-        payload: &payload,
-        intent_epoch: inputs["intent_epoch"].as_i64().unwrap(),
-    };
-    let material = deriver.material(&intent).unwrap();
+    for (case, input) in inputs["cases"].as_object().unwrap() {
+        let secret_hex = input["secret_hex"].as_str().unwrap();
+        let secret = Secret::from_hex(secret_hex).unwrap();
+        let secret_bytes: Vec<u8> = (0..secret_hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&secret_hex[i..i + 2], 16).unwrap())
+            .collect();
+        let payload_text = input["payload"].to_string();
+        let payload = Payload::from_json(&payload_text).unwrap();
+        let deriver = Deriver::new(&secret, Policy::default());
+        let intent = Intent {
+            tenant_id: input["tenant_id"].as_str().unwrap(),
+            action_type: input["action_type"].as_str().unwrap(),
+            payload: &payload,
+            intent_epoch: input["intent_epoch"].as_i64().unwrap(),
+        };
+        let material = deriver.material(&intent).unwrap();
 
-    let mut group = c.benchmark_group("per-key");
-    group.bench_function("intentkey fields (default policy)", |b| {
-        b.iter(|| deriver.derive(black_box(&intent)).unwrap())
-    });
-    group.bench_function("intentkey fields, payload JSON text parsed too", |b| {
-        b.iter(|| {
-            let payload = Payload::from_json(black_box(&payload_text)).unwrap();
-            deriver
-                .derive(&Intent {
-                    payload: &payload,
-                    ..intent
+        let mut group = c.benchmark_group(format!("{case}"));
+        group.bench_function("intentkey fields key", |b| {
+            b.iter(|| deriver.derive(black_box(&intent)).unwrap())
+        });
+        group.bench_function("bare HMAC-SHA256 of the material", |b| {
+            b.iter(|| {
+                let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(black_box(&secret_bytes)).unwrap();
+                mac.update(black_box(&material));
+                mac.finalize().into_bytes()
+            })
+        });
+        let keyed = <Hmac<Sha256> as Mac>::new_from_slice(&secret_bytes).unwrap();
+        group.bench_function("HMAC-SHA256 of the material, key schedule cached", |b| {
+            b.iter(|| {
+                let mut mac = keyed.clone();
+                mac.update(black_box(&material));
+                mac.finalize().into_bytes()
+            })
+        });
+        group.bench_function("intentkey material only", |b| {
+            b.iter(|| deriver.material(black_box(&intent)).unwrap())
+        });
+        group.bench_function("intentkey key from payload JSON text", |b| {
+            b.iter(|| {
+                let payload = Payload::from_json(black_box(&payload_text)).unwrap();
+                deriver.derive(&Intent { payload: &payload, ..intent }).unwrap()
+            })
+        });
+        group.bench_function("intentkey fingerprint", |b| {
+            b.iter(|| deriver.fingerprint(intent.tenant_id, intent.action_type, black_box(&payload)).unwrap())
+        });
+        for (name, normalizer) in [
+            ("creditor_key", Normalizer::PixKey),
+            ("amount", Normalizer::Decimal { scale: 2 }),
+            ("currency", Normalizer::Currency),
+            ("remittance", Normalizer::Text),
+        ] {
+            let value = payload.get(name).unwrap().clone();
+            let mut out = String::with_capacity(64);
+            group.bench_function(format!("normalize {name}"), |b| {
+                b.iter(|| {
+                    out.clear();
+                    normalizer.apply_into(name, black_box(&value), &mut out).unwrap();
                 })
-                .unwrap()
-        })
-    });
-    group.bench_function("bare HMAC-SHA256 of the material (floor)", |b| {
-        b.iter(|| {
-            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(black_box(&secret_bytes)).unwrap();
-            mac.update(black_box(&material));
-            mac.finalize().into_bytes()
-        })
-    });
-    group.bench_function("intentkey material only", |b| {
-        b.iter(|| deriver.material(black_box(&intent)).unwrap())
-    });
-    group.finish();
+            });
+        }
+        group.finish();
+    }
 }
 
 criterion_group!(benches, bench);

@@ -24,11 +24,32 @@ const NEEDS_ESCAPE: [bool; 256] = {
     table
 };
 
+/// Whether any byte needs escaping, eight bytes at a time.
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A byte of `x` is zero iff the matching high bit of has_zero(x) is set.
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // Bytes < 0x20: (x - 0x20 per byte) borrows into the high bit for those
+        // bytes only when their own high bit is clear.
+        let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
+        if below_space | has_zero(x ^ (ONES * u64::from(b'"'))) | has_zero(x ^ (ONES * u64::from(b'\\'))) != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&b| NEEDS_ESCAPE[usize::from(b)])
+}
+
 /// Appends `s` as a JSON string literal with Python's escaping.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
-    if !bytes.iter().any(|&b| NEEDS_ESCAPE[usize::from(b)]) {
+    if !needs_escape(bytes) {
         out.extend_from_slice(bytes);
         out.push(b'"');
         return;
@@ -207,6 +228,18 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "\"a\\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\u{7f}\u{2028}é😀\""
         );
+    }
+
+    #[test]
+    fn escape_scan_matches_the_table() {
+        for b in 0..=255u8 {
+            for at in 0..20 {
+                let mut bytes = vec![b'a'; 20];
+                bytes[at] = b;
+                assert_eq!(needs_escape(&bytes), NEEDS_ESCAPE[usize::from(b)], "byte {b:#x} at {at}");
+            }
+        }
+        assert!(!needs_escape("Pagamento de Março — Fatura 2024/03".as_bytes()));
     }
 
     #[test]

@@ -93,6 +93,31 @@ fn parse(text: &str) -> Result<Parsed<'_>, DecimalError> {
     })
 }
 
+/// Whether a JSON number literal survives Python's `str(float(literal))` with
+/// its value unchanged, so it can be quantized as written.
+///
+/// Any decimal with at most 15 significant digits (DBL_DIG) in the normal
+/// double range reads back from the double's 15-digit rounding as itself; the
+/// shortest round-trip repr has no more digits, reads back to the same double,
+/// and so has the same value.
+#[cfg(test)]
+fn survives_double(literal: &str) -> bool {
+    parse(literal).is_ok_and(|parsed| parsed_survives_double(&parsed))
+}
+
+fn parsed_survives_double(parsed: &Parsed<'_>) -> bool {
+    let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
+    let len = coefficient.len();
+    let Some(first) = (0..len).find(|&i| coefficient.at(i) != b'0') else {
+        return true; // zero (the sign survives too: -0.0 prints as "-0.0")
+    };
+    let last = (0..len).rev().find(|&i| coefficient.at(i) != b'0').unwrap_or(first);
+    let significant = last - first + 1;
+    // Decimal exponent of the leading digit.
+    let leading_exponent = parsed.exponent + parsed.int_digits.len() as i64 - 1 - first as i64;
+    significant <= 15 && (-290..=290).contains(&leading_exponent)
+}
+
 /// Quantizes ASCII decimal text (`[+-]digits[.digits][e[+-]digits]`, already
 /// stripped of surrounding whitespace) to `scale` places, rounding half away
 /// from zero, and appends it to `out`. Negative zero comes out as plain zero.
@@ -101,7 +126,34 @@ pub(crate) fn quantize_half_up(
     scale: u32,
     out: &mut String,
 ) -> Result<(), DecimalError> {
-    let parsed = parse(text)?;
+    quantize_parsed(&parse(text)?, scale, out)
+}
+
+/// Quantizes a JSON float literal the way Python does: as the shortest
+/// round-trip repr of the double it denotes.
+pub(crate) fn quantize_float_literal(
+    literal: &str,
+    scale: u32,
+    out: &mut String,
+) -> Result<(), DecimalError> {
+    let parsed = parse(literal)?;
+    if parsed_survives_double(&parsed) {
+        return quantize_parsed(&parsed, scale, out);
+    }
+    match literal.parse::<f64>() {
+        // ryu prints the shortest round-trip digits, as Python's repr does.
+        Ok(v) if v.is_finite() => {
+            quantize_half_up(ryu::Buffer::new().format_finite(v), scale, out)
+        }
+        _ => Err(DecimalError::Syntax),
+    }
+}
+
+fn quantize_parsed(
+    parsed: &Parsed<'_>,
+    scale: u32,
+    out: &mut String,
+) -> Result<(), DecimalError> {
     let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
     let len = coefficient.len();
     // value = coefficient × 10^(exponent − frac_len); the target exponent is −scale,
@@ -252,6 +304,21 @@ mod tests {
         assert_eq!(q("0e99999999999999999999").unwrap(), "0.00");
         assert_eq!(qs("2.5", 0).unwrap(), "3");
         assert_eq!(qs("0.00005", 4).unwrap(), "0.0001");
+    }
+
+    #[test]
+    fn short_literals_survive_the_double() {
+        for literal in ["1234.5", "1.005", "0.1", "-2.675", "1e16", "123456789012345", "0.000", "1.50000000000000000000"] {
+            assert!(survives_double(literal), "{literal}");
+        }
+        for literal in ["0.30000000000000004", "1234567890123456", "1e300", "1e-300", "5e-324", "1.7976931348623157e308"] {
+            assert!(!survives_double(literal), "{literal}");
+        }
+        // Where it says yes, the double's shortest repr has the same value.
+        for literal in ["1234.5", "1.005", "0.1", "-2.675", "1e16", "123456789012345", "9.99999999999999e290"] {
+            let via_double = ryu::Buffer::new().format_finite(literal.parse::<f64>().unwrap()).to_owned();
+            assert_eq!(q(literal), q(&via_double), "{literal}");
+        }
     }
 
     #[test]

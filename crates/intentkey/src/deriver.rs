@@ -242,18 +242,31 @@ impl Deriver {
     ) -> Result<()> {
         // Classify every member first, so the unclassified-fields error wins
         // over any normalizer error, as in the oracle.
-        let members = self.policy.classify(payload);
-        if members.iter().any(|(_, _, class)| class.is_none()) {
-            let unclassified: Vec<&str> = members
-                .iter()
-                .filter_map(|(name, _, class)| class.is_none().then_some(*name))
+        let mut stack = [None; 32];
+        let mut heap = Vec::new();
+        let classes: &mut [Option<FieldClass>] = if payload.len() <= stack.len() {
+            &mut stack[..payload.len()]
+        } else {
+            heap.resize(payload.len(), None);
+            &mut heap
+        };
+        let mut unclassified = false;
+        for (slot, (_, _, class)) in classes.iter_mut().zip(self.policy.classify(payload)) {
+            *slot = class;
+            unclassified |= class.is_none();
+        }
+        if unclassified {
+            let names: Vec<&str> = payload
+                .members()
+                .zip(classes.iter())
+                .filter_map(|((name, _), class)| class.is_none().then_some(name))
                 .collect();
-            return Err(unclassified_error(&unclassified));
+            return Err(unclassified_error(&names));
         }
         let mut first = true;
         let mut scratch = String::with_capacity(64);
         // Payload members iterate in code point order, so the body is sorted.
-        for &(name, value, class) in &members {
+        for ((name, value), &class) in payload.members().zip(classes.iter()) {
             let write = match class {
                 Some(FieldClass::Key(_)) => true,
                 Some(FieldClass::Fingerprint) => with_fingerprint_fields,

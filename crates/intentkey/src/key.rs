@@ -56,7 +56,8 @@ pub struct Key(String);
 
 impl Key {
     pub(crate) fn from_digest(digest: &[u8], length: KeyLength) -> Key {
-        let mut hex = to_hex(digest);
+        let bytes = length.hex_chars().div_ceil(2).min(digest.len());
+        let mut hex = to_hex(&digest[..bytes]);
         hex.truncate(length.hex_chars());
         Key(hex)
     }
@@ -86,12 +87,12 @@ impl AsRef<str> for Key {
 
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(char::from(HEX[usize::from(b >> 4)]));
-        s.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    s
+    let hex: Vec<u8> = bytes
+        .iter()
+        .flat_map(|&b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]])
+        .collect();
+    // Every byte is an ASCII hex digit, so this never falls back.
+    String::from_utf8(hex).unwrap_or_default()
 }
 
 /// A `uuid`-mode key: a UUID v4 as 32 lowercase hex, from 16 random bytes the

@@ -15,7 +15,7 @@ use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 use crate::canonical::is_integer_literal;
-use crate::decimal::{quantize_half_up, DecimalError, MAX_DIGITS};
+use crate::decimal::{quantize_float_literal, quantize_half_up, DecimalError, MAX_DIGITS};
 use crate::error::{Error, ErrorCode, Result};
 
 /// How a `key` field is normalized before it enters the key material.
@@ -173,7 +173,7 @@ pub fn text(raw: &str) -> String {
 }
 
 fn text_into(raw: &str, out: &mut String) {
-    if raw.is_ascii() || is_nfc_quick(raw.chars()) == IsNormalized::Yes {
+    if is_nfc_fast(raw) {
         casefold_into(python_strip(raw), out);
     } else {
         let composed: String = raw.nfc().collect();
@@ -181,30 +181,44 @@ fn text_into(raw: &str, out: &mut String) {
     }
 }
 
+/// Whether `s` is certainly NFC. ASCII characters are NFC-stable with
+/// combining class 0, so only the non-ASCII runs need the quick check.
+fn is_nfc_fast(s: &str) -> bool {
+    let mut rest = s;
+    loop {
+        let Some(start) = rest.bytes().position(|b| !b.is_ascii()) else {
+            return true;
+        };
+        let run = &rest[start..];
+        let end = run.bytes().position(|b| b.is_ascii()).unwrap_or(run.len());
+        if is_nfc_quick(run[..end].chars()) != IsNormalized::Yes {
+            return false;
+        }
+        rest = &run[end..];
+    }
+}
+
 fn pix_key(field: &str, raw: &str, out: &mut String) -> Result<()> {
     let key = python_strip(raw);
-    let is_document_char = |c: char| matches!(c, '.' | '-' | '/') || is_decimal_digit(c);
-    if !key.is_empty() && key.chars().all(is_document_char) {
-        if key
-            .chars()
-            .any(|c| is_decimal_digit(c) && !c.is_ascii_digit())
-        {
-            return Err(Error::field(
-                ErrorCode::InvalidPixKey,
-                field,
-                format!(
-                    "field `{field}` is a document key with non-ASCII digits; send the digits 0-9"
-                ),
-            ));
-        }
-        if !key.bytes().any(|b| b.is_ascii_digit()) {
-            return Err(empty_pix_key(field));
-        }
-        out.extend(key.chars().filter(char::is_ascii_digit));
-        return Ok(());
-    }
     if key.is_empty() {
         return Err(empty_pix_key(field));
+    }
+    let is_punct = |c: char| matches!(c, '.' | '-' | '/');
+    // A document key (CPF/CNPJ): only digits and the typing marks `.` `-` `/`.
+    if key.bytes().all(|b| b.is_ascii_digit() || is_punct(char::from(b))) {
+        let start = out.len();
+        out.extend(key.chars().filter(char::is_ascii_digit));
+        if out.len() == start {
+            return Err(empty_pix_key(field));
+        }
+        return Ok(());
+    }
+    if !key.is_ascii() && key.chars().all(|c| is_punct(c) || is_decimal_digit(c)) {
+        return Err(Error::field(
+            ErrorCode::InvalidPixKey,
+            field,
+            format!("field `{field}` is a document key with non-ASCII digits; send the digits 0-9"),
+        ));
     }
     casefold_into(key, out);
     Ok(())
@@ -245,14 +259,8 @@ fn decimal(field: &str, value: &Value, scale: u32, out: &mut String) -> Result<(
             if is_integer_literal(literal) {
                 quantize_half_up(literal, scale, out)
             } else {
-                // Python's json reads this as a double; the decimal is its
-                // shortest round-trip repr (ryu prints the same digits).
-                match literal.parse::<f64>() {
-                    Ok(v) if v.is_finite() => {
-                        quantize_half_up(ryu::Buffer::new().format_finite(v), scale, out)
-                    }
-                    _ => Err(DecimalError::Syntax),
-                }
+                // Python's json reads this as a double; the decimal is its repr.
+                quantize_float_literal(literal, scale, out)
             }
         }
         Value::String(s) => {

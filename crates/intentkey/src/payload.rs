@@ -1,6 +1,6 @@
 //! The intent's payload: a JSON object whose number literals are kept as written.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::error::{Error, ErrorCode, Result};
 
@@ -18,7 +18,7 @@ pub const MAX_DEPTH: usize = 100;
 /// assert_eq!(Payload::from_json("[1]").unwrap_err().code().as_str(), "invalid-payload");
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Payload(Map<String, Value>);
+pub struct Payload(Vec<(String, Value)>);
 
 impl Payload {
     /// Parses payload JSON text.
@@ -51,7 +51,8 @@ impl Payload {
                         format!("`payload` is nested deeper than {MAX_DEPTH} levels; flatten it"),
                     ));
                 }
-                Ok(Payload(map))
+                // The map iterates in code point order: the members stay sorted.
+                Ok(Payload(map.into_iter().collect()))
             }
             other => Err(Error::field(
                 ErrorCode::InvalidPayload,
@@ -71,7 +72,10 @@ impl Payload {
 
     /// One member's value.
     pub fn get(&self, field: &str) -> Option<&Value> {
-        self.0.get(field)
+        self.0
+            .binary_search_by(|(name, _)| name.as_str().cmp(field))
+            .ok()
+            .map(|i| &self.0[i].1)
     }
 
     /// The number of members.
@@ -84,8 +88,8 @@ impl Payload {
         self.0.is_empty()
     }
 
-    /// The underlying JSON map.
-    pub fn as_map(&self) -> &Map<String, Value> {
+    /// The members as a slice sorted by name.
+    pub fn as_slice(&self) -> &[(String, Value)] {
         &self.0
     }
 }

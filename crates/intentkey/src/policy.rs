@@ -248,30 +248,27 @@ impl Policy {
     }
 
     /// Pairs each payload member with its class (`None`: unclassified), in the
-    /// payload's order. Both sides are sorted by name, so one merge walk does it.
-    pub(crate) fn classify<'p>(
-        &self,
+    /// payload's order. Both sides are sorted by name, so one merge walk does
+    /// it, without allocating.
+    pub(crate) fn classify<'s, 'p>(
+        &'s self,
         payload: &'p Payload,
-    ) -> Vec<(&'p str, &'p Value, Option<FieldClass>)> {
-        let mut out = Vec::with_capacity(payload.len());
-        let mut fields = self.fields.iter();
-        let mut next = fields.next();
-        for (name, value) in payload.members() {
-            let mut class = None;
-            while let Some((field, field_class)) = next {
-                match field.as_str().cmp(name) {
-                    std::cmp::Ordering::Less => next = fields.next(),
-                    std::cmp::Ordering::Equal => {
-                        class = Some(*field_class);
-                        next = fields.next();
-                        break;
-                    }
-                    std::cmp::Ordering::Greater => break,
-                }
+    ) -> impl Iterator<Item = (&'p str, &'p Value, Option<FieldClass>)> + use<'s, 'p> {
+        let fields = &self.fields;
+        let mut at = 0;
+        payload.as_slice().iter().map(move |(name, value)| {
+            while at < fields.len() && fields[at].0.as_str() < name.as_str() {
+                at += 1;
             }
-            out.push((name, value, class));
-        }
-        out
+            let class = match fields.get(at) {
+                Some((field, class)) if field == name => {
+                    at += 1;
+                    Some(*class)
+                }
+                _ => None,
+            };
+            (name.as_str(), value, class)
+        })
     }
 
     /// The closed set of action types, if the policy closes it.
