@@ -39,13 +39,14 @@ fn bench(c: &mut Criterion) {
         };
         let material = deriver.material(&intent).unwrap();
 
-        let mut group = c.benchmark_group(format!("{case}"));
+        let mut group = c.benchmark_group(case.to_string());
         group.bench_function("intentkey fields key", |b| {
             b.iter(|| deriver.derive(black_box(&intent)).unwrap())
         });
         group.bench_function("bare HMAC-SHA256 of the material", |b| {
             b.iter(|| {
-                let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(black_box(&secret_bytes)).unwrap();
+                let mut mac =
+                    <Hmac<Sha256> as Mac>::new_from_slice(black_box(&secret_bytes)).unwrap();
                 mac.update(black_box(&material));
                 mac.finalize().into_bytes()
             })
@@ -64,11 +65,20 @@ fn bench(c: &mut Criterion) {
         group.bench_function("intentkey key from payload JSON text", |b| {
             b.iter(|| {
                 let payload = Payload::from_json(black_box(&payload_text)).unwrap();
-                deriver.derive(&Intent { payload: &payload, ..intent }).unwrap()
+                deriver
+                    .derive(&Intent {
+                        payload: &payload,
+                        ..intent
+                    })
+                    .unwrap()
             })
         });
         group.bench_function("intentkey fingerprint", |b| {
-            b.iter(|| deriver.fingerprint(intent.tenant_id, intent.action_type, black_box(&payload)).unwrap())
+            b.iter(|| {
+                deriver
+                    .fingerprint(intent.tenant_id, intent.action_type, black_box(&payload))
+                    .unwrap()
+            })
         });
         for (name, normalizer) in [
             ("creditor_key", Normalizer::PixKey),
@@ -81,7 +91,9 @@ fn bench(c: &mut Criterion) {
             group.bench_function(format!("normalize {name}"), |b| {
                 b.iter(|| {
                     out.clear();
-                    normalizer.apply_into(name, black_box(&value), &mut out).unwrap();
+                    normalizer
+                        .apply_into(name, black_box(&value), &mut out)
+                        .unwrap();
                 })
             });
         }

@@ -38,11 +38,18 @@ fn needs_escape(bytes: &[u8]) -> bool {
         // Bytes < 0x20: (x - 0x20 per byte) borrows into the high bit for those
         // bytes only when their own high bit is clear.
         let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-        if below_space | has_zero(x ^ (ONES * u64::from(b'"'))) | has_zero(x ^ (ONES * u64::from(b'\\'))) != 0 {
+        if below_space
+            | has_zero(x ^ (ONES * u64::from(b'"')))
+            | has_zero(x ^ (ONES * u64::from(b'\\')))
+            != 0
+        {
             return true;
         }
     }
-    chunks.remainder().iter().any(|&b| NEEDS_ESCAPE[usize::from(b)])
+    chunks
+        .remainder()
+        .iter()
+        .any(|&b| NEEDS_ESCAPE[usize::from(b)])
 }
 
 /// Appends `s` as a JSON string literal with Python's escaping.
@@ -236,10 +243,16 @@ mod tests {
             for at in 0..20 {
                 let mut bytes = vec![b'a'; 20];
                 bytes[at] = b;
-                assert_eq!(needs_escape(&bytes), NEEDS_ESCAPE[usize::from(b)], "byte {b:#x} at {at}");
+                assert_eq!(
+                    needs_escape(&bytes),
+                    NEEDS_ESCAPE[usize::from(b)],
+                    "byte {b:#x} at {at}"
+                );
             }
         }
-        assert!(!needs_escape("Pagamento de Março — Fatura 2024/03".as_bytes()));
+        assert!(!needs_escape(
+            "Pagamento de Março — Fatura 2024/03".as_bytes()
+        ));
     }
 
     #[test]

@@ -111,7 +111,10 @@ fn parsed_survives_double(parsed: &Parsed<'_>) -> bool {
     let Some(first) = (0..len).find(|&i| coefficient.at(i) != b'0') else {
         return true; // zero (the sign survives too: -0.0 prints as "-0.0")
     };
-    let last = (0..len).rev().find(|&i| coefficient.at(i) != b'0').unwrap_or(first);
+    let last = (0..len)
+        .rev()
+        .find(|&i| coefficient.at(i) != b'0')
+        .unwrap_or(first);
     let significant = last - first + 1;
     // Decimal exponent of the leading digit.
     let leading_exponent = parsed.exponent + parsed.int_digits.len() as i64 - 1 - first as i64;
@@ -142,18 +145,12 @@ pub(crate) fn quantize_float_literal(
     }
     match literal.parse::<f64>() {
         // ryu prints the shortest round-trip digits, as Python's repr does.
-        Ok(v) if v.is_finite() => {
-            quantize_half_up(ryu::Buffer::new().format_finite(v), scale, out)
-        }
+        Ok(v) if v.is_finite() => quantize_half_up(ryu::Buffer::new().format_finite(v), scale, out),
         _ => Err(DecimalError::Syntax),
     }
 }
 
-fn quantize_parsed(
-    parsed: &Parsed<'_>,
-    scale: u32,
-    out: &mut String,
-) -> Result<(), DecimalError> {
+fn quantize_parsed(parsed: &Parsed<'_>, scale: u32, out: &mut String) -> Result<(), DecimalError> {
     let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
     let len = coefficient.len();
     // value = coefficient × 10^(exponent − frac_len); the target exponent is −scale,
@@ -308,15 +305,41 @@ mod tests {
 
     #[test]
     fn short_literals_survive_the_double() {
-        for literal in ["1234.5", "1.005", "0.1", "-2.675", "1e16", "123456789012345", "0.000", "1.50000000000000000000"] {
+        for literal in [
+            "1234.5",
+            "1.005",
+            "0.1",
+            "-2.675",
+            "1e16",
+            "123456789012345",
+            "0.000",
+            "1.50000000000000000000",
+        ] {
             assert!(survives_double(literal), "{literal}");
         }
-        for literal in ["0.30000000000000004", "1234567890123456", "1e300", "1e-300", "5e-324", "1.7976931348623157e308"] {
+        for literal in [
+            "0.30000000000000004",
+            "1234567890123456",
+            "1e300",
+            "1e-300",
+            "5e-324",
+            "1.7976931348623157e308",
+        ] {
             assert!(!survives_double(literal), "{literal}");
         }
         // Where it says yes, the double's shortest repr has the same value.
-        for literal in ["1234.5", "1.005", "0.1", "-2.675", "1e16", "123456789012345", "9.99999999999999e290"] {
-            let via_double = ryu::Buffer::new().format_finite(literal.parse::<f64>().unwrap()).to_owned();
+        for literal in [
+            "1234.5",
+            "1.005",
+            "0.1",
+            "-2.675",
+            "1e16",
+            "123456789012345",
+            "9.99999999999999e290",
+        ] {
+            let via_double = ryu::Buffer::new()
+                .format_finite(literal.parse::<f64>().unwrap())
+                .to_owned();
             assert_eq!(q(literal), q(&via_double), "{literal}");
         }
     }

@@ -205,7 +205,10 @@ fn pix_key(field: &str, raw: &str, out: &mut String) -> Result<()> {
     }
     let is_punct = |c: char| matches!(c, '.' | '-' | '/');
     // A document key (CPF/CNPJ): only digits and the typing marks `.` `-` `/`.
-    if key.bytes().all(|b| b.is_ascii_digit() || is_punct(char::from(b))) {
+    if key
+        .bytes()
+        .all(|b| b.is_ascii_digit() || is_punct(char::from(b)))
+    {
         let start = out.len();
         out.extend(key.chars().filter(char::is_ascii_digit));
         if out.len() == start {

@@ -54,7 +54,7 @@ impl Secret {
                 "the secret is not hex: give an even number of 0-9/a-f digits with no spaces",
             )
         };
-        if hex.len() % 2 != 0 {
+        if !hex.len().is_multiple_of(2) {
             return Err(bad());
         }
         let mut bytes = Vec::with_capacity(hex.len() / 2);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test: formatting, lints, docs, unit/property/vector tests, the CLI
+# contract, the oracle differential and the README's main command.
+# Safe on a fresh machine: it runs scripts/setup.sh first.
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+target_dir="${CARGO_TARGET_DIR:-target}"
+passed=0
+step() {
+    printf '\n== %s ==\n' "$1"
+    shift
+    "$@"
+    passed=$((passed + 1))
+}
+trap 'echo; echo "ci: ${passed} passed, 1 failed"' ERR
+
+step "format" cargo fmt --all -- --check
+step "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+step "docs" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+step "tests (unit, doc, property, golden vectors, CLI)" cargo test --workspace --locked
+step "vectors match their generator and the oracle" python3 tests/vectors/generate.py --check
+step "differential against the oracle" python3 tests/differential.py --bin "$target_dir/debug/intentkey" --cases 20000
+step "README main command" bash -c "cargo run -q --locked -p intentkey-host -- derive --jsonl --input examples/intents.jsonl | grep -c '\"key\"' | grep -qx 3"
+step "benchmarks build" cargo bench --workspace --locked --no-run
+
+trap - ERR
+echo
+echo "ci: ${passed} passed, 0 failed"
