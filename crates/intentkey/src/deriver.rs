@@ -244,7 +244,7 @@ impl Deriver {
         // over any normalizer error, as in the oracle.
         let mut stack = [None; 32];
         let mut heap = Vec::new();
-        let classes: &mut [Option<FieldClass>] = if payload.len() <= stack.len() {
+        let classes: &mut [Option<(usize, FieldClass)>] = if payload.len() <= stack.len() {
             &mut stack[..payload.len()]
         } else {
             heap.resize(payload.len(), None);
@@ -266,11 +266,12 @@ impl Deriver {
         let mut first = true;
         let mut scratch = String::with_capacity(64);
         // Payload members iterate in code point order, so the body is sorted.
-        for ((name, value), &class) in payload.members().zip(classes.iter()) {
+        for ((name, value), class) in payload.members().zip(classes.iter()) {
+            let Some((index, class)) = *class else { continue };
             let write = match class {
-                Some(FieldClass::Key(_)) => true,
-                Some(FieldClass::Fingerprint) => with_fingerprint_fields,
-                _ => false,
+                FieldClass::Key(_) => true,
+                FieldClass::Fingerprint => with_fingerprint_fields,
+                FieldClass::Ignored => false,
             };
             if !write {
                 continue;
@@ -279,10 +280,9 @@ impl Deriver {
                 out.push(b',');
             }
             first = false;
-            write_str(out, name);
-            out.push(b':');
+            out.extend_from_slice(self.policy.encoded_name(index));
             match class {
-                Some(FieldClass::Key(normalizer)) => {
+                FieldClass::Key(normalizer) => {
                     scratch.clear();
                     normalizer.apply_into(name, value, &mut scratch)?;
                     write_str(out, &scratch);

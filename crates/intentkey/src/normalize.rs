@@ -120,7 +120,13 @@ pub fn is_python_space(c: char) -> bool {
 
 /// Python's `str.strip()` with no arguments.
 pub fn python_strip(s: &str) -> &str {
-    s.trim_matches(is_python_space)
+    let bytes = s.as_bytes();
+    // Fast path: both ends are ASCII and not whitespace (the common case).
+    let plain = |b: u8| b.is_ascii() && b > b' ';
+    match (bytes.first(), bytes.last()) {
+        (Some(&first), Some(&last)) if plain(first) && plain(last) => s,
+        _ => s.trim_matches(is_python_space),
+    }
 }
 
 /// Full Unicode case folding, as Python's `str.casefold()`.
@@ -210,7 +216,7 @@ fn pix_key(field: &str, raw: &str, out: &mut String) -> Result<()> {
         .all(|b| b.is_ascii_digit() || is_punct(char::from(b)))
     {
         let start = out.len();
-        out.extend(key.chars().filter(char::is_ascii_digit));
+        out.extend(key.bytes().filter(u8::is_ascii_digit).map(char::from));
         if out.len() == start {
             return Err(empty_pix_key(field));
         }

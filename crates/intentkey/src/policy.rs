@@ -74,6 +74,8 @@ pub struct Policy {
     key_length: KeyLength,
     /// Sorted by name (code point order), unique.
     fields: Vec<(String, FieldClass)>,
+    /// Each field's name as canonical JSON followed by `:`, for the material.
+    encoded_names: Vec<Vec<u8>>,
 }
 
 impl Default for Policy {
@@ -98,8 +100,9 @@ impl Default for Policy {
         ] {
             fields.insert(ignored.into(), FieldClass::Ignored);
         }
-        let fields = fields.into_iter().collect();
+        let fields: Vec<_> = fields.into_iter().collect();
         Policy {
+            encoded_names: Policy::encode_names(&fields),
             name: Some("payments".into()),
             bucket_seconds: DEFAULT_BUCKET_SECONDS,
             action_types: None,
@@ -196,8 +199,9 @@ impl Policy {
             }
             fields.insert(field.clone(), field_class(spec, &path)?);
         }
-        let fields = fields.into_iter().collect();
+        let fields: Vec<_> = fields.into_iter().collect();
         Ok(Policy {
+            encoded_names: Policy::encode_names(&fields),
             name,
             bucket_seconds,
             action_types,
@@ -250,10 +254,27 @@ impl Policy {
     /// Pairs each payload member with its class (`None`: unclassified), in the
     /// payload's order. Both sides are sorted by name, so one merge walk does
     /// it, without allocating.
+    /// The field at `index` (in name order) as canonical JSON plus `:`.
+    pub(crate) fn encoded_name(&self, index: usize) -> &[u8] {
+        &self.encoded_names[index]
+    }
+
+    fn encode_names(fields: &[(String, FieldClass)]) -> Vec<Vec<u8>> {
+        fields
+            .iter()
+            .map(|(name, _)| {
+                let mut encoded = Vec::with_capacity(name.len() + 3);
+                crate::canonical::write_str(&mut encoded, name);
+                encoded.push(b':');
+                encoded
+            })
+            .collect()
+    }
+
     pub(crate) fn classify<'s, 'p>(
         &'s self,
         payload: &'p Payload,
-    ) -> impl Iterator<Item = (&'p str, &'p Value, Option<FieldClass>)> + use<'s, 'p> {
+    ) -> impl Iterator<Item = (&'p str, &'p Value, Option<(usize, FieldClass)>)> + use<'s, 'p> {
         let fields = &self.fields;
         let mut at = 0;
         payload.as_slice().iter().map(move |(name, value)| {
@@ -263,7 +284,7 @@ impl Policy {
             let class = match fields.get(at) {
                 Some((field, class)) if field == name => {
                     at += 1;
-                    Some(*class)
+                    Some((at - 1, *class))
                 }
                 _ => None,
             };
