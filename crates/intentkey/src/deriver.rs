@@ -267,7 +267,9 @@ impl Deriver {
         let mut scratch = String::with_capacity(64);
         // Payload members iterate in code point order, so the body is sorted.
         for ((name, value), class) in payload.members().zip(classes.iter()) {
-            let Some((index, class)) = *class else { continue };
+            let Some((index, class)) = *class else {
+                continue;
+            };
             let write = match class {
                 FieldClass::Key(_) => true,
                 FieldClass::Fingerprint => with_fingerprint_fields,
