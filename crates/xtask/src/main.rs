@@ -1,0 +1,109 @@
+//! Project tasks.
+//!
+//! ```text
+//! cargo xtask build-component   # dist/intentkey.wasm from wasm32-unknown-unknown
+//! cargo xtask check-imports F   # fail if the component F imports any WASI interface
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use wit_component::{ComponentEncoder, DecodedWasm};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("build-component") => build_component(),
+        Some("check-imports") => match args.get(1) {
+            Some(path) => std::fs::read(path)
+                .map_err(|e| format!("cannot read {path}: {e}"))
+                .and_then(|bytes| {
+                    check_imports(&bytes).map(|imports| println!("imports: {}", imports.join(", ")))
+                }),
+            None => Err("usage: cargo xtask check-imports COMPONENT.wasm".into()),
+        },
+        _ => Err("usage: cargo xtask build-component | check-imports COMPONENT.wasm".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
+fn build_component() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args([
+            "build",
+            "--locked",
+            "--package",
+            "intentkey-component",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--profile",
+            "component",
+        ])
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err("building the guest failed (is the target installed? rustup target add wasm32-unknown-unknown)".into());
+    }
+    let module_path =
+        target_dir().join("wasm32-unknown-unknown/component/intentkey_component.wasm");
+    let module = std::fs::read(&module_path)
+        .map_err(|e| format!("cannot read {}: {e}", module_path.display()))?;
+    let component = ComponentEncoder::default()
+        .module(&module)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .map_err(|e| format!("componentizing failed: {e:#}"))?;
+    let imports = check_imports(&component)?;
+    let out_dir = workspace_root().join("dist");
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let out = out_dir.join("intentkey.wasm");
+    std::fs::write(&out, &component).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    println!(
+        "built dist/intentkey.wasm: {} bytes (core module {} bytes); imports: {}",
+        component.len(),
+        module.len(),
+        imports.join(", ")
+    );
+    Ok(())
+}
+
+/// Lists the component's imports, failing if any is a WASI interface.
+fn check_imports(component: &[u8]) -> Result<Vec<String>, String> {
+    let decoded =
+        wit_component::decode(component).map_err(|e| format!("not a component: {e:#}"))?;
+    let DecodedWasm::Component(resolve, world) = decoded else {
+        return Err("expected a component, found a WIT package".into());
+    };
+    let imports: Vec<String> = resolve.worlds[world]
+        .imports
+        .keys()
+        .map(|key| resolve.name_world_key(key))
+        .collect();
+    let wasi: Vec<&String> = imports
+        .iter()
+        .filter(|name| name.starts_with("wasi:"))
+        .collect();
+    if !wasi.is_empty() {
+        return Err(format!(
+            "the component imports WASI, which hosts must not need: {wasi:?}"
+        ));
+    }
+    Ok(imports)
+}
