@@ -49,6 +49,7 @@ fn code(code: ErrorCode) -> WitCode {
         ErrorCode::InvalidPolicy => WitCode::InvalidPolicy,
         ErrorCode::InvalidJson => WitCode::InvalidJson,
         ErrorCode::InvalidKeyLength => WitCode::InvalidKeyLength,
+        ErrorCode::InvalidRandom => WitCode::InvalidRandom,
         // A code added to the core without a WIT counterpart reports as JSON trouble
         // until the WIT grows it; the message still names the real problem.
         _ => WitCode::InvalidJson,
@@ -175,15 +176,9 @@ impl GuestKeyer for Keyer {
 }
 
 fn uuid_from(bytes: &[u8]) -> Result<String, WitError> {
-    let random: [u8; 16] = bytes.try_into().map_err(|_| WitError {
-        code: WitCode::InvalidRandom,
-        field: Some("random-bytes".into()),
-        message: format!(
-            "a uuid key takes exactly 16 random bytes, not {}",
-            bytes.len()
-        ),
-    })?;
-    Ok(intentkey::uuid_key(random).into_string())
+    intentkey::uuid_key_from_slice(bytes)
+        .map(intentkey::Key::into_string)
+        .map_err(wit_error)
 }
 
 impl keys::Guest for Component {

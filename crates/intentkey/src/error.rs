@@ -48,11 +48,13 @@ pub enum ErrorCode {
     InvalidJson,
     /// A key length outside 32..=64 hex characters was asked for.
     InvalidKeyLength,
+    /// The random bytes for a `uuid` key are not exactly 16.
+    InvalidRandom,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::SecretTooShort,
         ErrorCode::InvalidSecret,
         ErrorCode::InvalidTenantId,
@@ -71,6 +73,7 @@ impl ErrorCode {
         ErrorCode::InvalidPolicy,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidKeyLength,
+        ErrorCode::InvalidRandom,
     ];
 
     /// The stable kebab-case code, e.g. `"unclassified-fields"`.
@@ -98,6 +101,7 @@ impl ErrorCode {
             ErrorCode::InvalidPolicy => "invalid-policy",
             ErrorCode::InvalidJson => "invalid-json",
             ErrorCode::InvalidKeyLength => "invalid-key-length",
+            ErrorCode::InvalidRandom => "invalid-random",
         }
     }
 

@@ -106,3 +106,26 @@ pub fn uuid_key(random: [u8; 16]) -> Key {
     let uuid = uuid::Builder::from_random_bytes(random).into_uuid();
     Key(uuid.simple().to_string())
 }
+
+/// [`uuid_key`] from a byte slice, as hosts hand randomness across a boundary.
+///
+/// # Errors
+/// `invalid-random` unless `random` has exactly 16 bytes.
+///
+/// ```
+/// assert!(intentkey::uuid_key_from_slice(&[7; 16]).is_ok());
+/// assert_eq!(intentkey::uuid_key_from_slice(&[7; 15]).unwrap_err().code().as_str(), "invalid-random");
+/// ```
+pub fn uuid_key_from_slice(random: &[u8]) -> Result<Key> {
+    let bytes: [u8; 16] = random.try_into().map_err(|_| {
+        Error::field(
+            ErrorCode::InvalidRandom,
+            "random",
+            format!(
+                "a uuid key takes exactly 16 random bytes, not {}",
+                random.len()
+            ),
+        )
+    })?;
+    Ok(uuid_key(bytes))
+}

@@ -13,7 +13,7 @@ mod secret;
 
 pub use deriver::{Deriver, Fingerprint, Intent, FINGERPRINT_LABEL, INTENT_HMAC_LABEL};
 pub use error::{Error, ErrorCode, Result};
-pub use key::{uuid_key, Key, KeyLength};
+pub use key::{uuid_key, uuid_key_from_slice, Key, KeyLength};
 pub use normalize::Normalizer;
 pub use payload::{Payload, MAX_DEPTH};
 pub use policy::{FieldClass, Policy, DEFAULT_BUCKET_SECONDS};

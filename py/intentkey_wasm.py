@@ -1,0 +1,398 @@
+"""intentkey for Python: the same WebAssembly component every runtime runs.
+
+A thin, hand-written binding over ``wasmtime`` (PyPI, pinned in
+``requirements.txt``). All logic (policy validation, normalization, canonical
+material, HMAC, UUIDs, the JSON-lines contract) lives once, in the Rust core
+compiled to ``dist/intentkey.wasm``. This module only converts Python values
+to component values and back, and supplies the component's two imports:
+
+* ``intentkey:core/secrets@0.1.0`` ``get-secret``: answered from a dict that
+  each :class:`Keyer` fills with its own secret under a private id;
+* ``intentkey:core/random@0.1.0`` ``random-bytes``: ``os.urandom``.
+
+One compiled component, one ``Store`` and one instance are reused across calls
+(guarded by a lock). If a call traps, or a host import fails, the instance is
+poisoned: the binding raises :class:`IntentkeyTrap`, throws the store and
+instance away and instantiates afresh on the next call; live :class:`Keyer`
+objects re-create their guest resource transparently. Every call runs with a
+fuel budget, so a runaway guest traps instead of hanging the process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+
+from wasmtime import Config, Engine, Store
+from wasmtime.component import Component, Linker, Record, ResourceAny, Variant
+
+__all__ = [
+    "IntentkeyError",
+    "IntentkeyTrap",
+    "Keyer",
+    "Runtime",
+    "answer_lines",
+    "default_component_path",
+    "load",
+    "new_uuid_key",
+    "uuid_key",
+]
+
+_KEYS = "intentkey:core/keys@0.1.0"
+_SECRETS = "intentkey:core/secrets@0.1.0"
+_RANDOM = "intentkey:core/random@0.1.0"
+
+_EXPORTS = (
+    "[static]keyer.create",
+    "[method]keyer.derive",
+    "[method]keyer.derive-many",
+    "[method]keyer.material",
+    "[method]keyer.intent-key",
+    "[method]keyer.fingerprint",
+    "[method]keyer.fingerprint-material",
+    "[method]keyer.fingerprint-matches",
+    "new-uuid-key",
+    "uuid-key",
+    "answer-lines",
+)
+
+#: Fuel (roughly: wasm instructions) one call may burn before it traps.
+#: Far above any real call (a derive costs well under a million), far below a hang.
+DEFAULT_FUEL_PER_CALL = 10_000_000_000
+
+
+def default_component_path() -> str:
+    """``dist/intentkey.wasm`` of the repository this file sits in."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dist", "intentkey.wasm")
+
+
+class IntentkeyError(Exception):
+    """An ``error`` returned by the core: a stable kebab-case ``code``
+    (``"unclassified-fields"``...), the ``field`` or policy path at fault (or
+    ``None``) and a ``message``."""
+
+    def __init__(self, code: str, field: Optional[str], message: str):
+        super().__init__(f"{code}: {message}" + (f" (field {field!r})" if field is not None else ""))
+        self.code = code
+        self.field = field
+        self.message = message
+
+    @classmethod
+    def _from_record(cls, rec: Any) -> "IntentkeyError":
+        return cls(rec.code, rec.field, rec.message)
+
+
+class IntentkeyTrap(RuntimeError):
+    """The guest trapped (or a host import failed). The instance was discarded;
+    the next call runs on a fresh one."""
+
+
+def _outcome(value: Any) -> Tuple[bool, Any]:
+    """(ok, payload) of a lifted ``result<T, error>``.
+
+    wasmtime-py lifts a result *untagged* when its ok and err Python classes
+    differ (here: str/bool/ResourceAny vs Record): the ok value itself, or the
+    error ``Record``. It only uses ``Variant('ok'|'err', payload)`` when the
+    two cases would be ambiguous; accept both shapes.
+    """
+    if isinstance(value, Variant):
+        return value.tag == "ok", value.payload
+    if isinstance(value, Record):
+        return False, value
+    return True, value
+
+
+def _unwrap(value: Any) -> Any:
+    ok, payload = _outcome(value)
+    if ok:
+        return payload
+    raise IntentkeyError._from_record(payload)
+
+
+def _error_record(code: str, field: Optional[str], message: str) -> Record:
+    rec = Record()
+    rec.code = code
+    rec.field = field
+    rec.message = message
+    return rec
+
+
+def _intent(tenant_id: str, action_type: str, payload_json: str, intent_epoch: int) -> Record:
+    # Record fields are looked up by their WIT (kebab-case) names.
+    rec = Record()
+    setattr(rec, "tenant-id", _text("tenant_id", tenant_id))
+    setattr(rec, "action-type", _text("action_type", action_type))
+    setattr(rec, "payload-json", _text("payload_json", payload_json))
+    setattr(rec, "intent-epoch", _s64(intent_epoch))
+    return rec
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be str, not {type(value).__name__}")
+    return value
+
+
+def _s64(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"intent_epoch must be int, not {type(value).__name__}")
+    if not -(1 << 63) <= value < (1 << 63):
+        raise OverflowError("intent_epoch is outside the signed 64-bit range")
+    return int(value)
+
+
+class Runtime:
+    """One compiled component plus the store/instance that runs it."""
+
+    def __init__(self, component_path: Optional[str] = None, fuel_per_call: Optional[int] = DEFAULT_FUEL_PER_CALL):
+        self.component_path = component_path or default_component_path()
+        self.fuel_per_call = fuel_per_call
+        config = Config()
+        config.consume_fuel = fuel_per_call is not None
+        self._engine = Engine(config)
+        self._component = Component.from_file(self._engine, self.component_path)
+        self._secrets: dict = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.RLock()
+        self._linker = Linker(self._engine)
+        with self._linker.root() as root:
+            with root.add_instance(_SECRETS) as secrets:
+                secrets.add_func("get-secret", self._get_secret)
+            with root.add_instance(_RANDOM) as random:
+                random.add_func("random-bytes", self._random_bytes)
+        # `intentkey:core/types` holds only types: nothing to define.
+        self.generation = 0
+        self._store: Optional[Store] = None
+        self._funcs: dict = {}
+        self._in_call = False
+        self._pending_drops: List[Tuple[ResourceAny, int]] = []
+
+    # -- imports -----------------------------------------------------------
+    def _get_secret(self, _store: Any, secret_id: str) -> Union[bytes, Record]:
+        secret = self._secrets.get(secret_id)
+        if secret is None:
+            return _error_record("invalid-secret", None, f"no secret is registered under id {secret_id!r}")
+        return secret
+
+    @staticmethod
+    def _random_bytes(_store: Any, length: int) -> bytes:
+        return os.urandom(length)
+
+    # -- instance lifecycle --------------------------------------------------
+    def _instantiate(self) -> None:
+        store = Store(self._engine)
+        if self.fuel_per_call is not None:
+            store.set_fuel(self.fuel_per_call)
+        instance = self._linker.instantiate(store, self._component)
+        keys = instance.get_export_index(store, _KEYS)
+        if keys is None:
+            raise IntentkeyTrap(f"the component does not export {_KEYS}")
+        funcs = {}
+        for name in _EXPORTS:
+            index = instance.get_export_index(store, name, keys)
+            func = instance.get_func(store, index) if index is not None else None
+            if func is None:
+                raise IntentkeyTrap(f"the component's {_KEYS} lacks {name}")
+            funcs[name] = func
+        self._store, self._funcs = store, funcs
+        self.generation += 1
+
+    def _discard(self) -> None:
+        self._store, self._funcs = None, {}
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Calls export `name` of ``keys``; returns the lifted value as is."""
+        with self._lock:
+            if self._in_call:
+                raise IntentkeyTrap(f"{name} called re-entrantly (from inside a host import)")
+            self._drain_drops()
+            if self._store is None:
+                self._instantiate()
+            store = self._store
+            assert store is not None
+            if self.fuel_per_call is not None:
+                store.set_fuel(self.fuel_per_call)
+            self._in_call = True
+            try:
+                return self._funcs[name](store, *args)
+            except Exception as exc:  # a trap, or an exception out of an import
+                self._discard()
+                raise IntentkeyTrap(f"{name} trapped; the instance was discarded: {exc}") from exc
+            finally:
+                self._in_call = False
+
+    def drop(self, resource: ResourceAny, generation: int, now: bool = True) -> None:
+        """Drops a guest resource: at once when `now` and no call is running,
+        otherwise before the next call (safe from ``__del__``: no lock, no wasm)."""
+        self._pending_drops.append((resource, generation))
+        if now:
+            with self._lock:
+                if not self._in_call:
+                    self._drain_drops()
+
+    def _drain_drops(self) -> None:
+        while self._pending_drops:
+            resource, generation = self._pending_drops.pop()
+            if self._store is None or generation != self.generation:
+                continue  # its instance is gone already
+            if self.fuel_per_call is not None:
+                self._store.set_fuel(self.fuel_per_call)
+            try:
+                resource.drop(self._store)
+            except Exception:
+                self._discard()
+
+    def register_secret(self, secret: bytes) -> str:
+        secret_id = f"keyer-{next(self._ids)}"
+        self._secrets[secret_id] = bytes(secret)
+        return secret_id
+
+    def forget_secret(self, secret_id: str) -> None:
+        self._secrets.pop(secret_id, None)
+
+
+_default: Optional[Runtime] = None
+_default_lock = threading.Lock()
+
+
+def load(component_path: Optional[str] = None, **kwargs: Any) -> Runtime:
+    """(Re)loads the module's default runtime from `component_path`."""
+    global _default
+    with _default_lock:
+        _default = Runtime(component_path, **kwargs)
+        return _default
+
+
+def _runtime(runtime: Optional[Runtime]) -> Runtime:
+    global _default
+    if runtime is not None:
+        return runtime
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Runtime()
+    return _default
+
+
+class Keyer:
+    """A validated policy keyed with one secret (the component's ``keyer``).
+
+    ``policy_json=None`` selects the built-in payments policy. Raises
+    :class:`IntentkeyError` (``invalid-policy`` with ``.field`` = the dotted
+    path, ``secret-too-short``...) when the core refuses either.
+    """
+
+    def __init__(self, policy_json: Optional[str], secret: bytes, *, runtime: Optional[Runtime] = None):
+        if policy_json is not None:
+            _text("policy_json", policy_json)
+        if not isinstance(secret, (bytes, bytearray, memoryview)):
+            raise TypeError(f"secret must be bytes, not {type(secret).__name__}")
+        self._rt = _runtime(runtime)
+        self._policy_json = policy_json
+        self._secret = bytes(secret)
+        self._resource: Optional[ResourceAny] = None
+        self._generation = -1
+        self._handle()  # validate now
+
+    def _handle(self) -> ResourceAny:
+        rt = self._rt
+        if self._resource is not None and self._generation == rt.generation and rt._store is not None:
+            return self._resource
+        # First use, or the instance was replaced after a trap: create anew.
+        secret_id = rt.register_secret(self._secret)
+        try:
+            with rt._lock:
+                created = rt.call("[static]keyer.create", self._policy_json, secret_id)
+                generation = rt.generation
+        finally:
+            rt.forget_secret(secret_id)  # the guest keeps it inside the resource
+        self._resource = _unwrap(created)
+        self._generation = generation
+        return self._resource
+
+    def _method(self, name: str, *args: Any) -> Any:
+        with self._rt._lock:
+            return self._rt.call(name, self._handle(), *args)
+
+    def derive(self, tenant_id: str, action_type: str, payload_json: str, intent_epoch: int) -> str:
+        """The ``fields``-mode key (64 hex, or the policy's ``keyHexLength``)."""
+        return _unwrap(self._method("[method]keyer.derive", _intent(tenant_id, action_type, payload_json, intent_epoch)))
+
+    def derive_many(self, intents: Iterable[Sequence[Any]]) -> List[Union[str, IntentkeyError]]:
+        """Keys for many ``(tenant_id, action_type, payload_json, intent_epoch)``
+        in one call: a key or an :class:`IntentkeyError` per intent, in order."""
+        records = [_intent(*intent) for intent in intents]
+        answers = self._method("[method]keyer.derive-many", records)
+        out: List[Union[str, IntentkeyError]] = []
+        for answer in answers:
+            ok, payload = _outcome(answer)
+            out.append(payload if ok else IntentkeyError._from_record(payload))
+        return out
+
+    def material(self, tenant_id: str, action_type: str, payload_json: str, intent_epoch: int) -> str:
+        """The canonical material the ``fields`` key is the HMAC of."""
+        return _unwrap(self._method("[method]keyer.material", _intent(tenant_id, action_type, payload_json, intent_epoch)))
+
+    def intent_key(self, tenant_id: str, intent_id: str, key_hex_length: Optional[int] = None) -> str:
+        """The ``intent-hmac``-mode key; ``key_hex_length`` defaults to 64."""
+        if key_hex_length is not None and (isinstance(key_hex_length, bool) or not isinstance(key_hex_length, int)):
+            raise TypeError("key_hex_length must be int or None")
+        if key_hex_length is not None and not 0 <= key_hex_length < (1 << 32):
+            raise IntentkeyError("invalid-key-length", None, f"key length {key_hex_length} is outside 32..=64")
+        return _unwrap(self._method("[method]keyer.intent-key", _text("tenant_id", tenant_id), _text("intent_id", intent_id), key_hex_length))
+
+    def fingerprint(self, tenant_id: str, action_type: str, payload_json: str) -> str:
+        """The payload fingerprint (64 hex) stored beside the key."""
+        return _unwrap(self._method("[method]keyer.fingerprint", *self._fp_args(tenant_id, action_type, payload_json)))
+
+    def fingerprint_material(self, tenant_id: str, action_type: str, payload_json: str) -> str:
+        """The fingerprint's canonical material."""
+        return _unwrap(self._method("[method]keyer.fingerprint-material", *self._fp_args(tenant_id, action_type, payload_json)))
+
+    def fingerprint_matches(self, tenant_id: str, action_type: str, payload_json: str, stored: str) -> bool:
+        """Compares the payload's fingerprint with a stored one in constant time."""
+        return _unwrap(self._method("[method]keyer.fingerprint-matches", *self._fp_args(tenant_id, action_type, payload_json), _text("stored", stored)))
+
+    @staticmethod
+    def _fp_args(tenant_id: str, action_type: str, payload_json: str) -> Tuple[str, str, str]:
+        return _text("tenant_id", tenant_id), _text("action_type", action_type), _text("payload_json", payload_json)
+
+    def close(self) -> None:
+        """Drops the guest resource (and the secret the guest holds in it)."""
+        self._release(now=True)
+
+    def _release(self, now: bool) -> None:
+        resource, self._resource = getattr(self, "_resource", None), None
+        if resource is not None:
+            self._rt.drop(resource, self._generation, now)
+
+    def __enter__(self) -> "Keyer":
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._release(now=False)  # queued: dropped before the runtime's next call
+        except Exception:
+            pass
+
+
+def uuid_key(random_bytes: bytes, *, runtime: Optional[Runtime] = None) -> str:
+    """A ``uuid``-mode key (32 lowercase hex) from 16 given random bytes."""
+    if not isinstance(random_bytes, (bytes, bytearray, memoryview)):
+        raise TypeError("random_bytes must be bytes")
+    return _unwrap(_runtime(runtime).call("uuid-key", bytes(random_bytes)))
+
+
+def new_uuid_key(*, runtime: Optional[Runtime] = None) -> str:
+    """A ``uuid``-mode key from 16 bytes of ``os.urandom`` (via the import)."""
+    return _unwrap(_runtime(runtime).call("new-uuid-key"))
+
+
+def answer_lines(lines: Sequence[str], *, runtime: Optional[Runtime] = None) -> List[str]:
+    """The JSON-lines batch contract: one JSON answer line per request line."""
+    return list(_runtime(runtime).call("answer-lines", [_text("line", line) for line in lines]))
