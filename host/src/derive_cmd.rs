@@ -11,6 +11,15 @@ use intentkey::{
 };
 use serde_json::{json, Value};
 
+/// Which implementation answers.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Engine {
+    /// The Rust core linked into this binary.
+    Native,
+    /// The intentkey WebAssembly component on wasmtime (the same binary every runtime runs).
+    Wasm,
+}
+
 /// Key modes.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Mode {
@@ -31,6 +40,13 @@ pub struct DeriveArgs {
     /// Read the JSON lines from this file instead of stdin.
     #[arg(long, requires = "jsonl")]
     input: Option<PathBuf>,
+    /// Which implementation answers the lines.
+    #[arg(long, value_enum, default_value = "native", requires = "jsonl")]
+    engine: Engine,
+    /// The component for `--engine wasm`: `intentkey.wasm`, or a `.cwasm` made by
+    /// `intentkey precompile` (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey.wasm).
+    #[arg(long)]
+    component: Option<PathBuf>,
     /// Print no summary on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -74,16 +90,26 @@ pub struct DeriveArgs {
 }
 
 pub fn run(args: DeriveArgs) -> Result<ExitCode, String> {
-    let policy = match &args.policy {
-        Some(path) => {
-            let text = fs::read_to_string(path)
-                .map_err(|e| format!("cannot read policy {}: {e}", path.display()))?;
-            Policy::from_json(&text).map_err(|e| format!("policy {}: {e}", path.display()))?
+    let policy_text = match &args.policy {
+        Some(path) => Some(
+            fs::read_to_string(path)
+                .map_err(|e| format!("cannot read policy {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    // The policy is validated up front, whichever engine answers.
+    let policy = match (&policy_text, &args.policy) {
+        (Some(text), Some(path)) => {
+            Policy::from_json(text).map_err(|e| format!("policy {}: {e}", path.display()))?
         }
-        None => Policy::default(),
+        _ => Policy::default(),
     };
     if args.jsonl {
-        return run_jsonl(&args, policy);
+        let engine = match args.engine {
+            Engine::Native => None,
+            Engine::Wasm => Some(crate::component::load(args.component.as_deref())?),
+        };
+        return run_jsonl(&args, policy, policy_text.as_deref(), engine.as_ref());
     }
     match derive_one(&args, policy) {
         Ok(out) => {
@@ -100,7 +126,15 @@ pub fn run(args: DeriveArgs) -> Result<ExitCode, String> {
     }
 }
 
-fn run_jsonl(args: &DeriveArgs, policy: Policy) -> Result<ExitCode, String> {
+/// Lines per component call: large enough to spread the boundary cost.
+const BATCH: usize = 1024;
+
+fn run_jsonl(
+    args: &DeriveArgs,
+    policy: Policy,
+    policy_text: Option<&str>,
+    engine: Option<&intentkey_host::wasm::WasmEngine>,
+) -> Result<ExitCode, String> {
     let input: Box<dyn Read> = match &args.input {
         Some(path) => Box::new(
             fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?,
@@ -110,33 +144,41 @@ fn run_jsonl(args: &DeriveArgs, policy: Policy) -> Result<ExitCode, String> {
     let mut reader = BufReader::with_capacity(1 << 16, input);
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
-    let mut answerer = RequestAnswerer::new(policy);
+    let mut wasm_keys = match engine {
+        Some(engine) => {
+            Some(intentkey_host::wasm::WasmKeys::new(engine).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
+    let mut native = RequestAnswerer::new(policy);
     let (mut lines, mut keys) = (0u64, 0u64);
+    let mut batch: Vec<Result<String, String>> = Vec::with_capacity(BATCH);
     let mut buf = Vec::with_capacity(1024);
     loop {
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
             .map_err(|e| format!("reading input: {e}"))?;
+        if n > 0 {
+            if buf.last() == Some(&b'\n') {
+                buf.pop();
+            }
+            // A line that is not UTF-8 never reaches the core: it is answered here.
+            batch.push(String::from_utf8(buf.clone()).map_err(|_| not_utf8_answer()));
+        }
+        if batch.len() == BATCH || (n == 0 && !batch.is_empty()) {
+            let answers = answer_batch(&batch, &mut native, wasm_keys.as_mut(), policy_text)?;
+            for answer in answers {
+                lines += 1;
+                // Key answers end `"<hex>"}`; error answers end `}}`.
+                keys += u64::from(answer.ends_with("\"}"));
+                writeln!(out, "{answer}").map_err(|e| format!("writing output: {e}"))?;
+            }
+            batch.clear();
+        }
         if n == 0 {
             break;
         }
-        if buf.last() == Some(&b'\n') {
-            buf.pop();
-        }
-        let answer = match std::str::from_utf8(&buf) {
-            Ok(line) => answerer.answer(line),
-            Err(_) => intentkey::Answer {
-                id: Value::Null,
-                outcome: Err(Error::new(
-                    intentkey::ErrorCode::InvalidJson,
-                    "the line is not UTF-8; send UTF-8 JSON",
-                )),
-            },
-        };
-        lines += 1;
-        keys += u64::from(answer.outcome.is_ok());
-        writeln!(out, "{}", answer.to_line()).map_err(|e| format!("writing output: {e}"))?;
     }
     out.flush().map_err(|e| format!("writing output: {e}"))?;
     if !args.quiet {
@@ -146,6 +188,46 @@ fn run_jsonl(args: &DeriveArgs, policy: Policy) -> Result<ExitCode, String> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn not_utf8_answer() -> String {
+    intentkey::Answer {
+        id: Value::Null,
+        outcome: Err(Error::new(
+            intentkey::ErrorCode::InvalidJson,
+            "the line is not UTF-8; send UTF-8 JSON",
+        )),
+    }
+    .to_line()
+}
+
+/// Answers one batch in input order; non-UTF-8 lines keep their place.
+fn answer_batch(
+    batch: &[Result<String, String>],
+    native: &mut RequestAnswerer,
+    wasm: Option<&mut intentkey_host::wasm::WasmKeys<'_>>,
+    policy_text: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let text: Vec<String> = batch
+        .iter()
+        .filter_map(|l| l.as_ref().ok().cloned())
+        .collect();
+    let mut answered = match wasm {
+        None => text.iter().map(|line| native.answer_line(line)).collect(),
+        Some(wasm) => match policy_text {
+            Some(policy) => wasm.answer_lines_with_policy(policy, &text),
+            None => wasm.answer_lines(&text),
+        }
+        .map_err(|e| e.to_string())?,
+    }
+    .into_iter();
+    Ok(batch
+        .iter()
+        .map(|line| match line {
+            Ok(_) => answered.next().unwrap_or_default(),
+            Err(answer) => answer.clone(),
+        })
+        .collect())
 }
 
 fn read_secret(args: &DeriveArgs) -> Result<Secret, Error> {

@@ -6,6 +6,7 @@
 //!     --payload '{"amount":"10.50","currency":"BRL","creditor_key":"12345678909"}'
 //! ```
 
+mod component;
 mod derive_cmd;
 
 use std::process::ExitCode;
@@ -24,12 +25,24 @@ struct Cli {
 enum Command {
     /// Derive keys: one intent from flags or JSON, or a JSON-lines batch.
     Derive(derive_cmd::DeriveArgs),
+    /// Compile the component ahead of time for this machine (loads in under a millisecond).
+    Precompile {
+        /// The component (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey.wasm).
+        #[arg(long)]
+        component: Option<std::path::PathBuf>,
+        /// Where to write the precompiled component (`.cwasm`).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Derive(args) => derive_cmd::run(args),
+        Command::Precompile { component, out } => {
+            component::precompile(component.as_deref(), &out).map(|()| ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

@@ -520,4 +520,20 @@ impl<'e> WasmKeys<'e> {
             .call_answer_lines(&mut self.store, lines);
         result.map_err(|e| self.trapped(&e))
     }
+
+    /// As [`WasmKeys::answer_lines`], under a policy given as JSON.
+    ///
+    /// # Errors
+    /// `invalid-policy`, or a trap.
+    pub fn answer_lines_with_policy(
+        &mut self,
+        policy_json: &str,
+        lines: &[String],
+    ) -> Result<Vec<String>, HostError> {
+        let result = self
+            .bindings
+            .intentkey_core_keys()
+            .call_answer_lines_with_policy(&mut self.store, policy_json, lines);
+        self.answer(result)
+    }
 }

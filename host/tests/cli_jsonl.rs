@@ -44,13 +44,56 @@ fn run_jsonl(input: &[u8], extra: &[&str]) -> (String, String, bool) {
 }
 
 #[test]
-fn every_request_line_vector_through_the_binary() {
+fn every_request_line_vector_through_the_binary_native() {
+    every_request_line_vector(&["--engine", "native"]);
+}
+
+#[test]
+fn every_request_line_vector_through_the_binary_wasm() {
+    every_request_line_vector(&["--engine", "wasm"]);
+}
+
+#[test]
+fn both_engines_answer_byte_for_byte_alike_under_a_policy() {
+    let policy = std::env::temp_dir().join(format!("intentkey-policy-{}.json", std::process::id()));
+    std::fs::write(&policy, r#"{"version":1,"keyHexLength":40,"fields":{"amount":{"class":"key","normalizer":"decimal","scale":0}}}"#).unwrap();
+    let policy_arg = policy.to_str().unwrap();
+    let secret = "00".repeat(32);
+    let input = format!(
+        "{}\n{}\n",
+        format_args!(
+            r#"{{"id":1,"secret_hex":"{secret}","tenant_id":"t","action_type":"a","payload":{{"amount":2.5}},"intent_epoch":0}}"#
+        ),
+        format_args!(
+            r#"{{"id":2,"secret_hex":"{secret}","tenant_id":"t","action_type":"a","payload":{{"currency":"BRL"}},"intent_epoch":0}}"#
+        ),
+    );
+    let (native, _, ok_native) = run_jsonl(
+        input.as_bytes(),
+        &["--engine", "native", "--policy", policy_arg, "--quiet"],
+    );
+    let (wasm, _, ok_wasm) = run_jsonl(
+        input.as_bytes(),
+        &["--engine", "wasm", "--policy", policy_arg, "--quiet"],
+    );
+    std::fs::remove_file(&policy).unwrap();
+    assert!(ok_native && ok_wasm);
+    assert_eq!(native, wasm);
+    let answers: Vec<Value> = native
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers[0]["key"].as_str().unwrap().len(), 40);
+    assert_eq!(answers[1]["error"]["code"], "unclassified-fields");
+}
+
+fn every_request_line_vector(engine: &[&str]) {
     let tests = request_line_vectors();
     let input: String = tests
         .iter()
         .map(|t| format!("{}\n", t["line"].as_str().unwrap()))
         .collect();
-    let (stdout, stderr, ok) = run_jsonl(input.as_bytes(), &[]);
+    let (stdout, stderr, ok) = run_jsonl(input.as_bytes(), engine);
     assert!(ok, "exit status not 0; stderr: {stderr}");
     let answers: Vec<&str> = stdout.split('\n').filter(|l| !l.is_empty()).collect();
     assert_eq!(answers.len(), tests.len(), "one answer per line");

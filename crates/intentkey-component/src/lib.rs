@@ -181,6 +181,14 @@ fn uuid_from(bytes: &[u8]) -> Result<String, WitError> {
         .map_err(wit_error)
 }
 
+fn answer_all(policy: Policy, lines: &[String]) -> Vec<String> {
+    let mut answerer = RequestAnswerer::new(policy);
+    lines
+        .iter()
+        .map(|line| answerer.answer_line(line))
+        .collect()
+}
+
 impl keys::Guest for Component {
     type Keyer = Keyer;
 
@@ -193,11 +201,15 @@ impl keys::Guest for Component {
     }
 
     fn answer_lines(lines: Vec<String>) -> Vec<String> {
-        let mut answerer = RequestAnswerer::new(Policy::default());
-        lines
-            .iter()
-            .map(|line| answerer.answer_line(line))
-            .collect()
+        answer_all(Policy::default(), &lines)
+    }
+
+    fn answer_lines_with_policy(
+        policy_json: String,
+        lines: Vec<String>,
+    ) -> Result<Vec<String>, WitError> {
+        let policy = Policy::from_json(&policy_json).map_err(wit_error)?;
+        Ok(answer_all(policy, &lines))
     }
 }
 
