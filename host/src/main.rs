@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Derive keys: one intent from flags or JSON, or a JSON-lines batch.
-    Derive(derive_cmd::DeriveArgs),
+    Derive(Box<derive_cmd::DeriveArgs>),
     /// Compile the component ahead of time for this machine (loads in under a millisecond).
     Precompile {
         /// The component (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey.wasm).
@@ -39,7 +39,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Derive(args) => derive_cmd::run(args),
+        Command::Derive(args) => derive_cmd::run(*args),
         Command::Precompile { component, out } => {
             component::precompile(component.as_deref(), &out).map(|()| ExitCode::SUCCESS)
         }
