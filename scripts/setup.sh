@@ -1,9 +1,31 @@
 #!/usr/bin/env bash
-# Installs what the build and the tests need. Idempotent; safe on a fresh machine.
+# Installs and builds what the tests need. Idempotent; safe on a fresh machine
+# (installing Chromium needs root, as on the project machines and in CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+say() { printf '\n== setup: %s ==\n' "$*"; }
 command -v cargo >/dev/null || { echo "setup: cargo is missing; install Rust with rustup" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "setup: python3 is missing (the oracle and the vector generator need it)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "setup: python3 is missing (the oracle, the vector generator and py/ need it)" >&2; exit 1; }
+command -v npm >/dev/null || { echo "setup: npm is missing (Node.js 20 runs js/)" >&2; exit 1; }
+
+say "Rust toolchain and the wasm32-unknown-unknown target"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+rustup target add wasm32-unknown-unknown
 cargo fetch --locked >/dev/null
+
+say "Python: wasmtime for py/"
+python3 -m pip install --quiet --disable-pip-version-check -r py/requirements.txt
+
+say "Chromium (Debian's) for the browser test"
+if ! command -v chromium >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+chromium --version
+
+say "the component: dist/intentkey.wasm"
+cargo xtask build-component
+
+say "the npm package: npm ci and the jco build"
+(cd js && npm ci --no-audit --no-fund && npm run build)

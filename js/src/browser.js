@@ -1,0 +1,37 @@
+// intentkey for browsers: the same transpiled component as the Node entry. The core
+// modules are fetched and compiled when this module loads (top-level await); after
+// that the API is synchronous. Randomness comes from crypto.getRandomValues.
+import { createApi } from './core.js';
+import { coreModules } from '../vendor/core-modules.js';
+
+export { IntentkeyError, IntentkeyTrapError } from './core.js';
+
+const vendor = new URL('../vendor/', import.meta.url);
+
+async function compile(name) {
+  const url = new URL(name, vendor);
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`intentkey: cannot fetch ${url}: HTTP ${response.status}`);
+  if (typeof WebAssembly.compileStreaming === 'function') {
+    try {
+      return await WebAssembly.compileStreaming(response.clone());
+    } catch {
+      // A server that sends no application/wasm type: compile from the bytes instead.
+    }
+  }
+  return WebAssembly.compile(await response.arrayBuffer());
+}
+
+const modules = new Map(
+  await Promise.all(coreModules.map(async (name) => [name, await compile(name)])),
+);
+
+function getCoreModule(name) {
+  const module = modules.get(name);
+  if (module === undefined) throw new Error(`intentkey: no core module ${name} in vendor/`);
+  return module;
+}
+
+const api = createApi(getCoreModule);
+
+export const { createKeyer, newUuidKey, uuidKey, answerLines } = api;

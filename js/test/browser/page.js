@@ -1,0 +1,43 @@
+// Runs every golden vector in the page through the package's browser entry.
+// The result lands in window.__intentkeyResult (read by browser.test.js) and on the page.
+import * as intentkey from '../../src/browser.js';
+import { GROUP_TYPES, parseVectorFile, runVectors } from '../vector-runner.js';
+
+const out = document.getElementById('out');
+
+async function main() {
+  const names = await (await fetch('/__vectors')).json();
+  const files = [];
+  for (const name of names) {
+    const response = await fetch(`/tests/vectors/${name}`);
+    if (!response.ok) throw new Error(`fetching ${name}: HTTP ${response.status}`);
+    files.push({ name, doc: parseVectorFile(await response.text()) });
+  }
+  const started = performance.now();
+  const result = runVectors(intentkey, files);
+  const ms = performance.now() - started;
+  const uuids = Array.from({ length: 20 }, () => intentkey.newUuidKey());
+  const extra = {
+    ms,
+    userAgent: navigator.userAgent,
+    isNode: typeof process !== 'undefined',
+    uuids,
+  };
+  const lines = GROUP_TYPES.map((t) => `${t}: ${result.passed[t]}/${result.perType[t]}`);
+  out.textContent = [
+    `${result.total} vectors in ${result.files} files, ${result.failures.length} failed (${ms.toFixed(0)} ms)`,
+    ...lines,
+    ...result.failures,
+  ].join('\n');
+  return { ...result, ...extra };
+}
+
+main().then(
+  (result) => {
+    window.__intentkeyResult = result;
+  },
+  (e) => {
+    out.textContent = `error: ${e && e.stack ? e.stack : e}`;
+    window.__intentkeyResult = { error: String(e && e.stack ? e.stack : e) };
+  },
+);
