@@ -164,7 +164,10 @@ fn run_jsonl(
                 buf.pop();
             }
             // A line that is not UTF-8 never reaches the core: it is answered here.
-            batch.push(String::from_utf8(buf.clone()).map_err(|_| not_utf8_answer()));
+            batch.push(
+                String::from_utf8(buf.clone())
+                    .map_err(|_| intentkey::request::unreadable_line_answer()),
+            );
         }
         if batch.len() == BATCH || (n == 0 && !batch.is_empty()) {
             let answers = answer_batch(&batch, &mut native, wasm_keys.as_mut(), policy_text)?;
@@ -188,17 +191,6 @@ fn run_jsonl(
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn not_utf8_answer() -> String {
-    intentkey::Answer {
-        id: Value::Null,
-        outcome: Err(Error::new(
-            intentkey::ErrorCode::InvalidJson,
-            "the line is not UTF-8; send UTF-8 JSON",
-        )),
-    }
-    .to_line()
 }
 
 /// Answers one batch in input order; non-UTF-8 lines keep their place.

@@ -6,8 +6,7 @@
 import { createReadStream, openSync, readFileSync } from 'node:fs';
 import { isUtf8 } from 'node:buffer';
 import { once } from 'node:events';
-import { IntentkeyError, answerLines } from '../src/index.js';
-import { NOT_UTF8_ANSWER } from '../src/core.js';
+import { IntentkeyError, answerLines, unreadableLineAnswer } from '../src/index.js';
 
 const USAGE = `usage: intentkey derive --jsonl [--input FILE] [--policy FILE] [--quiet]
 
@@ -120,7 +119,7 @@ async function main() {
       const skip = new Set(bad);
       const good = answerLines(texts.filter((_, i) => !skip.has(i)), { policy });
       answers = new Array(batch.length);
-      for (let i = 0, j = 0; i < batch.length; i++) answers[i] = skip.has(i) ? NOT_UTF8_ANSWER : good[j++];
+      for (let i = 0, j = 0; i < batch.length; i++) answers[i] = skip.has(i) ? unreadableLineAnswer() : good[j++];
     }
     if (answers.length !== batch.length) {
       throw new Error(`the component answered ${answers.length} of ${batch.length} lines`);

@@ -28,12 +28,6 @@ export class IntentkeyTrapError extends Error {
   }
 }
 
-// What the Rust command-line tool answers for a line that is not UTF-8. A JavaScript
-// string that is not well-formed UTF-16 (a lone surrogate) cannot become a WIT string,
-// and is the same thing one level up, so answerLines gives it the same answer. The CLI
-// test checks this text against the Rust tool's.
-export const NOT_UTF8_ANSWER =
-  '{"id":null,"error":{"code":"invalid-json","message":"the line is not UTF-8; send UTF-8 JSON"}}';
 
 const I64_MIN = -(2n ** 63n);
 const I64_MAX = 2n ** 63n - 1n;
@@ -278,12 +272,23 @@ export function createApi(getCoreModule) {
     const answers = answer(lines.filter((_, i) => !skip.has(i)));
     const out = new Array(lines.length);
     for (let i = 0, j = 0; i < lines.length; i++) {
-      out[i] = skip.has(i) ? NOT_UTF8_ANSWER : answers[j++];
+      out[i] = skip.has(i) ? unreadableLineAnswer() : answers[j++];
     }
     return out;
   }
 
-  return { createKeyer, newUuidKey, uuidKey, answerLines };
+  let unreadable = null;
+  /**
+   * The core's answer for a line that is not UTF-8 text (or, one level up, a
+   * JavaScript string with a lone surrogate): such a line cannot cross into
+   * answerLines, so it gets this answer instead.
+   */
+  function unreadableLineAnswer() {
+    if (unreadable === null) unreadable = call(instance(), (keys) => keys.unreadableLineAnswer());
+    return unreadable;
+  }
+
+  return { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer };
 }
 
 function hostError(code, field, message) {

@@ -109,6 +109,17 @@ export function uuidKey(randomBytes: Uint8Array): string;
 
 /**
  * The JSON-lines batch contract of `intentkey derive --jsonl`: one answer line per
- * request line, in order (default policy, secret inline as secret_hex).
+ * request line, in order (secret inline as secret_hex). Without `policy`, the
+ * built-in payments policy; a malformed policy throws IntentkeyError
+ * `invalid-policy`.
  */
-export function answerLines(lines: readonly string[]): string[];
+export function answerLines(
+  lines: readonly string[],
+  options?: { policy?: object | string },
+): string[];
+
+/**
+ * The core's answer line for an input line that is not UTF-8 text (or a string
+ * with a lone surrogate), which cannot cross into answerLines.
+ */
+export function unreadableLineAnswer(): string;

@@ -20,4 +20,4 @@ function getCoreModule(name) {
 
 const api = createApi(getCoreModule);
 
-export const { createKeyer, newUuidKey, uuidKey, answerLines } = api;
+export const { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer } = api;

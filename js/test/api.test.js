@@ -8,7 +8,7 @@ import {
   newUuidKey,
   uuidKey,
 } from '../src/index.js';
-import { NOT_UTF8_ANSWER } from '../src/core.js';
+import { unreadableLineAnswer } from '../src/index.js';
 
 const SECRET = '5c'.repeat(32);
 const FIRST = {
@@ -216,7 +216,7 @@ test('answerLines: one answer per line, in order; a lone surrogate is a non-UTF-
   assert.equal(answers[0], `{"id":"a","key":"${KEY}"}`);
   assert.match(answers[1], /^\{"id":null,"error":\{"code":"invalid-json"/);
   assert.match(answers[2], /^\{"id":null,"error":\{"code":"invalid-json"/);
-  assert.equal(answers[3], NOT_UTF8_ANSWER);
+  assert.equal(answers[3], unreadableLineAnswer());
   assert.equal(answers[4], `{"id":"b","key":"${KEY}"}`);
   assert.match(answers[5], /^\{"id":7,"error":\{"code":"invalid-secret"/);
   assert.deepEqual(answerLines([]), []);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseVectorFile } from './vector-runner.js';
-import { NOT_UTF8_ANSWER } from '../src/core.js';
+import { unreadableLineAnswer } from '../src/index.js';
 
 const bin = fileURLToPath(new URL('../bin/intentkey.js', import.meta.url));
 const repo = fileURLToPath(new URL('../../', import.meta.url));
@@ -68,7 +68,7 @@ test('CLI splits on "\\n" only and answers lines that are not UTF-8', () => {
   assert.equal(answers.length, 7);
   assert.match(answers[0], /^\{"id":null,"error":\{"code":"invalid-json"/, 'a BOM is data, as in Rust');
   assert.match(answers[1], /^\{"id":null,"error":\{"code":"invalid-json"/);
-  assert.equal(answers[2], NOT_UTF8_ANSWER);
+  assert.equal(answers[2], unreadableLineAnswer());
   assert.match(answers[3], /^\{"id":"a\u2028b","error":\{"code":"invalid-secret"/, 'U+2028 is data');
   assert.match(answers[4], /^\{"id":null,"error":\{"code":"invalid-json"/, 'U+001C is data (bad JSON)');
   assert.match(answers[5], /^\{"id":"x","error"/);

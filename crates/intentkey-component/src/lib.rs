@@ -200,6 +200,10 @@ impl keys::Guest for Component {
         uuid_from(&random_bytes)
     }
 
+    fn unreadable_line_answer() -> String {
+        intentkey::request::unreadable_line_answer()
+    }
+
     fn answer_lines(lines: Vec<String>) -> Vec<String> {
         answer_all(Policy::default(), &lines)
     }

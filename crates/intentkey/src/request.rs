@@ -169,6 +169,23 @@ fn string_member(members: &Map<String, Value>, name: &str, code: ErrorCode) -> R
     }
 }
 
+/// The answer line for an input line that is not UTF-8 (it never reaches
+/// [`RequestAnswerer`]): every host answers such a line with this text.
+///
+/// ```
+/// assert!(intentkey::request::unreadable_line_answer().starts_with(r#"{"id":null,"error":{"code":"invalid-json""#));
+/// ```
+pub fn unreadable_line_answer() -> String {
+    Answer {
+        id: Value::Null,
+        outcome: Err(Error::new(
+            ErrorCode::InvalidJson,
+            "the line is not UTF-8; send UTF-8 JSON",
+        )),
+    }
+    .to_line()
+}
+
 /// Reads an intent epoch from JSON: an integer literal within the signed
 /// 64-bit range.
 ///
