@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod canonical;
+pub mod claim;
 mod decimal;
 mod deriver;
 mod error;
