@@ -17,4 +17,6 @@
 //! # Ok::<(), intentkey_host::wasm::HostError>(())
 //! ```
 
+pub mod guard;
+pub mod store;
 pub mod wasm;

@@ -222,3 +222,182 @@ mod export {
     use super::Component;
     crate::bindings::export!(Component with_types_in crate::bindings);
 }
+
+mod claims {
+    //! Type conversions for the pure claim decisions; every rule is in
+    //! `intentkey::claim`.
+
+    use crate::bindings::exports::intentkey::core::claims as wit;
+    use intentkey::claim as core;
+
+    fn status_in(s: wit::Status) -> core::Status {
+        match s {
+            wit::Status::InFlight => core::Status::InFlight,
+            wit::Status::Done => core::Status::Done,
+            wit::Status::NeedsReconciliation => core::Status::NeedsReconciliation,
+        }
+    }
+
+    fn status_out(s: core::Status) -> wit::Status {
+        match s {
+            core::Status::InFlight => wit::Status::InFlight,
+            core::Status::Done => wit::Status::Done,
+            core::Status::NeedsReconciliation => wit::Status::NeedsReconciliation,
+        }
+    }
+
+    fn response_in(r: wit::Response) -> core::Response {
+        core::Response {
+            status: r.status,
+            content_type: r.content_type,
+            body: r.body,
+        }
+    }
+
+    fn response_out(r: core::Response) -> wit::Response {
+        wit::Response {
+            status: r.status,
+            content_type: r.content_type,
+            body: r.body,
+        }
+    }
+
+    fn record_in(r: wit::Record) -> core::Record {
+        core::Record {
+            key: r.key,
+            fingerprint: r.fingerprint,
+            tenant_id: r.tenant_id,
+            action_type: r.action_type,
+            status: status_in(r.status),
+            response: r.response.map(response_in),
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            lookups: r.lookups,
+            next_lookup_at: r.next_lookup_at,
+        }
+    }
+
+    fn record_out(r: core::Record) -> wit::Record {
+        wit::Record {
+            key: r.key,
+            fingerprint: r.fingerprint,
+            tenant_id: r.tenant_id,
+            action_type: r.action_type,
+            status: status_out(r.status),
+            response: r.response.map(response_out),
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            lookups: r.lookups,
+            next_lookup_at: r.next_lookup_at,
+        }
+    }
+
+    fn outcome_in(o: wit::ClaimOutcome) -> core::ClaimOutcome {
+        match o {
+            wit::ClaimOutcome::Owned => core::ClaimOutcome::Owned,
+            wit::ClaimOutcome::InFlight => core::ClaimOutcome::InFlight,
+            wit::ClaimOutcome::Done(r) => core::ClaimOutcome::Done(response_in(r)),
+            wit::ClaimOutcome::PayloadConflict => core::ClaimOutcome::PayloadConflict,
+        }
+    }
+
+    fn outcome_out(o: core::ClaimOutcome) -> wit::ClaimOutcome {
+        match o {
+            core::ClaimOutcome::Owned => wit::ClaimOutcome::Owned,
+            core::ClaimOutcome::InFlight => wit::ClaimOutcome::InFlight,
+            core::ClaimOutcome::Done(r) => wit::ClaimOutcome::Done(response_out(r)),
+            core::ClaimOutcome::PayloadConflict => wit::ClaimOutcome::PayloadConflict,
+        }
+    }
+
+    fn answer_out(a: core::HttpAnswer) -> wit::HttpAnswer {
+        wit::HttpAnswer {
+            status: a.status,
+            content_type: a.content_type,
+            body: a.body,
+            replayed: a.replayed,
+        }
+    }
+
+    impl wit::Guest for crate::Component {
+        fn new_record(
+            key: String,
+            fingerprint: String,
+            tenant_id: String,
+            action_type: String,
+            now: i64,
+        ) -> wit::Record {
+            record_out(core::Record::in_flight(
+                &key,
+                &fingerprint,
+                &tenant_id,
+                &action_type,
+                now,
+            ))
+        }
+
+        fn decide_existing(existing: wit::Record, fingerprint: String) -> wit::ClaimOutcome {
+            outcome_out(core::decide_existing(&record_in(existing), &fingerprint))
+        }
+
+        fn complete(
+            existing: wit::Record,
+            response: wit::Response,
+            now: i64,
+            ttl_seconds: i64,
+        ) -> wit::Record {
+            let mut record = record_in(existing);
+            record.complete(response_in(response), now, ttl_seconds);
+            record_out(record)
+        }
+
+        fn answer_for(outcome: wit::ClaimOutcome) -> Option<wit::HttpAnswer> {
+            core::http_answer(&outcome_in(outcome)).map(answer_out)
+        }
+
+        fn missing_key_answer(header: String) -> wit::HttpAnswer {
+            answer_out(core::missing_key_answer(&header))
+        }
+
+        fn decide_recovery(
+            existing: wit::Record,
+            lookup: wit::Lookup,
+            read_your_writes: bool,
+            now: i64,
+        ) -> wit::RecoveryAction {
+            let lookup = match lookup {
+                wit::Lookup::Found(r) => core::Lookup::Found(response_in(r)),
+                wit::Lookup::Absent => core::Lookup::Absent,
+                wit::Lookup::Unknown => core::Lookup::Unknown,
+            };
+            match core::decide_recovery(&record_in(existing), &lookup, read_your_writes, now) {
+                core::RecoveryAction::RecordDone(r) => {
+                    wit::RecoveryAction::RecordDone(response_out(r))
+                }
+                core::RecoveryAction::ReExecute => wit::RecoveryAction::ReExecute,
+                core::RecoveryAction::CheckLater {
+                    lookups,
+                    next_lookup_at,
+                } => wit::RecoveryAction::CheckLater(wit::LookupSchedule {
+                    lookups,
+                    next_lookup_at,
+                }),
+                core::RecoveryAction::Reconcile { lookups } => {
+                    wit::RecoveryAction::Reconcile(lookups)
+                }
+            }
+        }
+
+        fn recovery_due(existing: wit::Record, now: i64, stale_after: i64) -> bool {
+            core::recovery_due(&record_in(existing), now, stale_after)
+        }
+
+        fn purgeable(existing: wit::Record, now: i64) -> bool {
+            core::purgeable(&record_in(existing), now)
+        }
+
+        fn default_ttl_seconds() -> i64 {
+            core::DEFAULT_TTL_SECONDS
+        }
+    }
+}

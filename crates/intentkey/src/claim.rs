@@ -126,7 +126,13 @@ pub struct Record {
 
 impl Record {
     /// A fresh `in_flight` record, as a claim inserts it.
-    pub fn in_flight(key: &str, fingerprint: &str, tenant_id: &str, action_type: &str, now: i64) -> Self {
+    pub fn in_flight(
+        key: &str,
+        fingerprint: &str,
+        tenant_id: &str,
+        action_type: &str,
+        now: i64,
+    ) -> Self {
         Record {
             key: key.to_owned(),
             fingerprint: fingerprint.to_owned(),
@@ -186,7 +192,11 @@ impl ClaimOutcome {
 /// The fingerprint is compared first (in constant time): a different payload
 /// under the same key is a conflict whatever the record's state.
 pub fn decide_existing(existing: &Record, fingerprint: &str) -> ClaimOutcome {
-    let same: bool = existing.fingerprint.as_bytes().ct_eq(fingerprint.as_bytes()).into();
+    let same: bool = existing
+        .fingerprint
+        .as_bytes()
+        .ct_eq(fingerprint.as_bytes())
+        .into();
     if !same {
         return ClaimOutcome::PayloadConflict;
     }
@@ -211,7 +221,10 @@ pub struct HttpAnswer {
 
 fn problem(status: u16, kind: &str, title: &str, detail: &str) -> HttpAnswer {
     let mut body = serde_json::Map::new();
-    body.insert("type".into(), format!("urn:intentkey:problem:{kind}").into());
+    body.insert(
+        "type".into(),
+        format!("urn:intentkey:problem:{kind}").into(),
+    );
     body.insert("title".into(), title.into());
     body.insert("status".into(), status.into());
     body.insert("detail".into(), detail.into());
@@ -322,18 +335,25 @@ pub enum RecoveryAction {
 /// }
 /// assert_eq!(waits, [60, 120, 240]);
 /// ```
-pub fn decide_recovery(record: &Record, lookup: &Lookup, read_your_writes: bool, now: i64) -> RecoveryAction {
+pub fn decide_recovery(
+    record: &Record,
+    lookup: &Lookup,
+    read_your_writes: bool,
+    now: i64,
+) -> RecoveryAction {
     let lookups = record.lookups.saturating_add(1);
     match lookup {
         Lookup::Found(response) => RecoveryAction::RecordDone(response.clone()),
         Lookup::Absent if read_your_writes => RecoveryAction::ReExecute,
-        Lookup::Absent | Lookup::Unknown => match LOOKUP_BACKOFF_SECONDS.get(record.lookups as usize) {
-            Some(wait) => RecoveryAction::CheckLater {
-                lookups,
-                next_lookup_at: now.saturating_add(*wait),
-            },
-            None => RecoveryAction::Reconcile { lookups },
-        },
+        Lookup::Absent | Lookup::Unknown => {
+            match LOOKUP_BACKOFF_SECONDS.get(record.lookups as usize) {
+                Some(wait) => RecoveryAction::CheckLater {
+                    lookups,
+                    next_lookup_at: now.saturating_add(*wait),
+                },
+                None => RecoveryAction::Reconcile { lookups },
+            }
+        }
     }
 }
 
@@ -379,17 +399,27 @@ mod tests {
     #[test]
     fn absent_is_trusted_only_from_read_your_writes_destinations() {
         let record = Record::in_flight("k", "fp", "t", "a", 0);
-        assert_eq!(decide_recovery(&record, &Lookup::Absent, true, 5), RecoveryAction::ReExecute);
+        assert_eq!(
+            decide_recovery(&record, &Lookup::Absent, true, 5),
+            RecoveryAction::ReExecute
+        );
         assert_eq!(
             decide_recovery(&record, &Lookup::Absent, false, 5),
-            RecoveryAction::CheckLater { lookups: 1, next_lookup_at: 65 }
+            RecoveryAction::CheckLater {
+                lookups: 1,
+                next_lookup_at: 65
+            }
         );
     }
 
     #[test]
     fn replays_errors_too() {
         let mut record = Record::in_flight("k", "fp", "t", "a", 0);
-        record.complete(Response::json(402, r#"{"error":"insufficient_funds"}"#), 1, 60);
+        record.complete(
+            Response::json(402, r#"{"error":"insufficient_funds"}"#),
+            1,
+            60,
+        );
         let answer = http_answer(&decide_existing(&record, "fp")).unwrap();
         assert_eq!((answer.status, answer.replayed), (402, true));
     }
