@@ -18,5 +18,10 @@
 //! ```
 
 pub mod guard;
+
+/// The repository README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct RepositoryReadme;
 pub mod store;
 pub mod wasm;

@@ -20,8 +20,3 @@ pub use payload::{Payload, MAX_DEPTH};
 pub use policy::{FieldClass, Policy, DEFAULT_BUCKET_SECONDS};
 pub use request::{Answer, RequestAnswerer};
 pub use secret::{Secret, MIN_SECRET_LEN};
-
-/// The repository README's examples, run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct RepositoryReadme;
