@@ -27,5 +27,7 @@ chromium --version
 say "the component: dist/intentkey.wasm"
 cargo xtask build-component
 
-say "the npm package: npm ci and the jco build"
+say "the npm package: npm ci (better-sqlite3 builds from source) and the jco build"
+# better-sqlite3 compiles against Node's headers; Debian's nodejs ships them in /usr.
+if [ -f /usr/include/node/node.h ]; then export npm_config_nodedir=/usr; fi
 (cd js && npm ci --no-audit --no-fund && npm run build)

@@ -34,4 +34,4 @@ function getCoreModule(name) {
 
 const api = createApi(getCoreModule);
 
-export const { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer } = api;
+export const { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims } = api;

@@ -4,6 +4,7 @@
 // JavaScript values to the WIT types and back, supplies the component's imports
 // (secrets and randomness) and turns the component's errors into IntentkeyError.
 import { instantiate } from '../vendor/intentkey.js';
+import { createClaims } from './claims.js';
 
 /** An error the intentkey core reported: a stable WIT error code and the field at fault. */
 export class IntentkeyError extends Error {
@@ -77,7 +78,7 @@ export function createApi(getCoreModule) {
       'intentkey:core/types@0.1.0': {},
     };
     const root = instantiate(getCoreModule, imports);
-    return { keys: root.keys, secretStore, poisoned: false };
+    return { keys: root.keys, claims: root.claims, secretStore, poisoned: false };
   }
 
   function instance() {
@@ -288,7 +289,14 @@ export function createApi(getCoreModule) {
     return unreadable;
   }
 
-  return { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer };
+  // The claim, replay and recovery decisions (pure functions of the core's
+  // `claims` interface), on the current instance.
+  const claims = createClaims((fn) => {
+    const inst = instance();
+    return call(inst, () => fn(inst.claims));
+  });
+
+  return { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims };
 }
 
 function hostError(code, field, message) {

@@ -3,7 +3,10 @@
 use std::sync::{Mutex, MutexGuard};
 
 use intentkey::claim::{Record, Status};
-use postgres::{Client, NoTls, Row};
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use postgres::{Client, NoTls, Row, Statement};
 
 use super::{record_from_columns, Store, StoreError, COLUMNS, SCHEMA_V1};
 
@@ -16,8 +19,39 @@ const MIGRATION_LOCK: i64 = 7_316_502_411;
 /// operation reconnects.
 pub struct PostgresStore {
     url: String,
-    client: Mutex<Option<Client>>,
+    client: Mutex<Option<Connection>>,
 }
+
+/// A connection and its prepared statements: each is prepared once per
+/// connection, so an operation is one round trip.
+struct Connection {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Connection {
+    fn prepared(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(st) = self.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.client.prepare(sql)?;
+        self.statements.insert(sql, st.clone());
+        Ok(st)
+    }
+
+    fn execute(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        let st = self.prepared(sql)?;
+        self.client.execute(&st, params)
+    }
+}
+
+const GET_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, status, response_status, \
+     response_content_type, response_body, created_at, expires_at, lookups, next_lookup_at \
+     FROM intentkey_records WHERE key = $1";
 
 fn err(e: &postgres::Error) -> StoreError {
     let closed = e.is_closed()
@@ -63,7 +97,7 @@ impl PostgresStore {
             client: Mutex::new(None),
         };
         store.with_client(|client| {
-            let mut tx = client.transaction()?;
+            let mut tx = client.client.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
             tx.batch_execute(
                 "CREATE TABLE IF NOT EXISTS intentkey_schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)",
@@ -83,7 +117,7 @@ impl PostgresStore {
         Ok(store)
     }
 
-    fn client(&self) -> MutexGuard<'_, Option<Client>> {
+    fn client(&self) -> MutexGuard<'_, Option<Connection>> {
         self.client
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -93,16 +127,20 @@ impl PostgresStore {
     /// connection that failed is dropped so the next call reconnects.
     fn with_client<T>(
         &self,
-        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut Connection) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
         let mut slot = self.client();
-        if slot.as_ref().is_none_or(Client::is_closed) {
-            *slot = Some(Client::connect(&self.url, NoTls).map_err(|e| {
+        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+            let client = Client::connect(&self.url, NoTls).map_err(|e| {
                 StoreError::retryable(format!(
                     "postgres: cannot connect to {}: {e}",
                     redact(&self.url)
                 ))
-            })?);
+            })?;
+            *slot = Some(Connection {
+                client,
+                statements: HashMap::new(),
+            });
         }
         let Some(client) = slot.as_mut() else {
             return Err(StoreError::retryable("postgres: no connection"));
@@ -146,10 +184,8 @@ impl Store for PostgresStore {
 
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
         let row = self.with_client(|c| {
-            c.query_opt(
-                &format!("SELECT {COLUMNS} FROM intentkey_records WHERE key = $1"),
-                &[&key],
-            )
+            let st = c.prepared(GET_SQL)?;
+            c.client.query_opt(&st, &[&key])
         })?;
         row.as_ref().map(row_to_record).transpose()
     }
@@ -175,7 +211,7 @@ impl Store for PostgresStore {
         let status = status.map(Status::as_str);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.with_client(|c| {
-            c.query(
+            c.client.query(
                 &format!(
                     "SELECT {COLUMNS} FROM intentkey_records WHERE ($1::text IS NULL OR status = $1) \
                      ORDER BY created_at, key LIMIT $2"

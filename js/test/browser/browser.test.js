@@ -10,6 +10,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { GROUP_TYPES } from '../vector-runner.js';
+import { claims } from '../../src/index.js';
 
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const vectors = join(repo, 'tests', 'vectors');
@@ -89,4 +90,12 @@ test('every golden vector passes in headless Chromium', async (t) => {
   // Randomness from crypto.getRandomValues: v4 keys, all different.
   for (const key of result.uuids) assert.match(key, /^[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}$/);
   assert.equal(new Set(result.uuids).size, result.uuids.length);
+  // The same claim decisions as in Node.
+  const r = claims.newRecord('k', 'fp', 't', 'a', 0);
+  assert.deepEqual(result.claims, {
+    missing: claims.missingKeyAnswer('Idempotency-Key'),
+    inFlight: claims.answerFor(claims.decideExisting(r, 'fp')),
+    conflict: claims.answerFor(claims.decideExisting(r, 'other')),
+    recovery: claims.decideRecovery(r, 'unknown', false, 0),
+  });
 });

@@ -22,6 +22,17 @@ async function main() {
     userAgent: navigator.userAgent,
     isNode: typeof process !== 'undefined',
     uuids,
+    // The claim decisions run in the browser too: a few, compared in browser.test.js.
+    claims: (() => {
+      const c = intentkey.claims;
+      const r = c.newRecord('k', 'fp', 't', 'a', 0);
+      return {
+        missing: c.missingKeyAnswer('Idempotency-Key'),
+        inFlight: c.answerFor(c.decideExisting(r, 'fp')),
+        conflict: c.answerFor(c.decideExisting(r, 'other')),
+        recovery: c.decideRecovery(r, 'unknown', false, 0),
+      };
+    })(),
   };
   const lines = GROUP_TYPES.map((t) => `${t}: ${result.passed[t]}/${result.perType[t]}`);
   out.textContent = [

@@ -51,3 +51,52 @@ console.log(key, material, short, full, same, fpm, u1, u2, lines);
 keyer.derive({ tenantId: 't', actionType: 'a', payload: '{}' });
 // @ts-expect-error the secret is required
 createKeyer({});
+
+// The claim side.
+import {
+  claims,
+  createGuard,
+  idempotency,
+  jsonResponse,
+  memoryStore,
+  pgStore,
+  sqliteStore,
+  type ClaimRecord,
+  type Guard,
+  type LookupAnswer,
+  type RunResult,
+  type Store,
+} from 'intentkey';
+
+const record: ClaimRecord = claims.newRecord('k', 'fp', 't', 'a', 1_700_000_000);
+const decision = claims.decideExisting(record, 'fp');
+if (decision.outcome === 'done') console.log(decision.response.body);
+const answer = claims.answerFor(decision);
+if (answer !== null) console.log(answer.status, answer.replayed);
+const recovery = claims.decideRecovery(record, 'unknown', false, 1_700_000_060);
+if (recovery.action === 'check-later') console.log(recovery.nextLookupAt);
+
+const mem = memoryStore();
+const inserted: boolean = mem.insertIfAbsent(record);
+const lite: Store = sqliteStore(':memory:', { busyTimeoutMs: 5000 });
+const guard: Guard = createGuard({ store: mem, keyer, ttlSeconds: 86_400, staleAfterSeconds: 300, now: () => 0 });
+async function claimSide(): Promise<void> {
+  const pgs = await pgStore({ host: '127.0.0.1', database: 'test' }, { schema: 'ik' });
+  await pgs.close();
+  const r: RunResult = await guard.run({ intent }, async (key) => jsonResponse(201, { key }));
+  const r2 = await guard.run({ key: 'k', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, () => ({
+    status: 200,
+    contentType: 'text/plain',
+    body: 'ok',
+  }));
+  console.log(r.outcome, r.response.status, r.replayed, r2.key, inserted, lite.kind);
+  const found: LookupAnswer = { found: jsonResponse(200, {}) };
+  const rec = await guard.recover({ key: 'k', lookup: async () => found, readYourWrites: true, effect: async () => jsonResponse(201, {}) });
+  if (rec.action === 'check-later') console.log(rec.lookups);
+  await guard.recoverAll({ lookup: () => 'unknown' });
+  const purged: number = await guard.purge();
+  console.log(purged);
+}
+void claimSide;
+const mw = idempotency({ guard, tenantId: (req) => String(req.headers['x-tenant']), header: 'Idempotency-Key' });
+mw({}, {}, (err?: unknown) => console.log(err));
