@@ -57,7 +57,7 @@ fn run(what: &str, url: &str, bare: &mut dyn FnMut(usize)) {
     let store = open(url).unwrap();
     let guard = Guard::new(store.as_ref());
     let tag = std::process::id();
-    let floor = measure(|i| bare(i));
+    let floor = measure(bare);
     let ours = measure(|i| {
         let attempt = Attempt {
             key: format!("bench-{tag}-{i}"),
