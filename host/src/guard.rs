@@ -26,8 +26,8 @@
 //! ```
 
 use intentkey::claim::{
-    decide_recovery, http_answer, recovery_due, ClaimOutcome, HttpAnswer, Lookup, Record,
-    RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS,
+    apply_recovery, decide_recovery, http_answer, recovery_due, ClaimOutcome, HttpAnswer, Lookup,
+    Record, RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS,
 };
 
 use crate::store::{claim, Store, StoreError};
@@ -189,31 +189,14 @@ impl<'s> Guard<'s> {
     ) -> Result<RecoveryAction, StoreError> {
         let lookup = gateway.lookup(&record.key);
         let action = decide_recovery(&record, &lookup, gateway.read_your_writes(), now);
-        match &action {
-            RecoveryAction::RecordDone(response) => {
-                record.complete(response.clone(), now, self.ttl_seconds);
-            }
-            RecoveryAction::ReExecute => match reexecute {
-                Some(run) => {
-                    let response = run(&record);
-                    record.complete(response, now, self.ttl_seconds);
-                }
-                None => return Ok(action),
-            },
-            RecoveryAction::CheckLater {
-                lookups,
-                next_lookup_at,
-            } => {
-                record.lookups = *lookups;
-                record.next_lookup_at = Some(*next_lookup_at);
-            }
-            RecoveryAction::Reconcile { lookups } => {
-                record.lookups = *lookups;
-                record.next_lookup_at = None;
-                record.status = Status::NeedsReconciliation;
-            }
+        if apply_recovery(&mut record, &action, now, self.ttl_seconds) {
+            self.store.replace_in_flight(&record)?;
+        } else if let Some(run) = reexecute {
+            // The core's re-execute: run the effect again, same key, then complete.
+            let response = run(&record);
+            record.complete(response, now, self.ttl_seconds);
+            self.store.replace_in_flight(&record)?;
         }
-        self.store.replace_in_flight(&record)?;
         Ok(action)
     }
 }

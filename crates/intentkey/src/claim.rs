@@ -424,3 +424,158 @@ mod tests {
         assert_eq!((answer.status, answer.replayed), (402, true));
     }
 }
+
+/// The conditional operations a store offers. The core drives them through
+/// [`claim_in`], [`complete_in`] and [`recover_in`]: hosts (and the
+/// component's `store` import) supply the I/O, the core supplies the order
+/// and every decision.
+pub trait ClaimStore {
+    /// The store's error.
+    type Error;
+    /// `insert … on conflict do nothing`: `true` when this call inserted.
+    ///
+    /// # Errors
+    /// The store's.
+    fn insert_if_absent(&mut self, record: &Record) -> Result<bool, Self::Error>;
+    /// Reads one record.
+    ///
+    /// # Errors
+    /// The store's.
+    fn get(&mut self, key: &str) -> Result<Option<Record>, Self::Error>;
+    /// Overwrites the record's mutable fields only if the stored one is still
+    /// `in_flight`: `true` when it did.
+    ///
+    /// # Errors
+    /// The store's.
+    fn replace_in_flight(&mut self, record: &Record) -> Result<bool, Self::Error>;
+}
+
+/// A failure while driving a store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DriveError<E> {
+    /// The store failed.
+    Store(E),
+    /// The record vanished between the insert that lost and the read (it was
+    /// purged three times in a row): try again.
+    Vanished,
+}
+
+/// Claims `record.key` in `store`: inserts `record` (`in_flight`) unless the
+/// key exists; otherwise decides from the stored record. Never
+/// check-then-insert.
+///
+/// ```
+/// use intentkey::claim::{claim_in, ClaimOutcome, ClaimStore, Record};
+/// use std::collections::HashMap;
+///
+/// struct Map(HashMap<String, Record>);
+/// impl ClaimStore for Map {
+///     type Error = ();
+///     fn insert_if_absent(&mut self, r: &Record) -> Result<bool, ()> {
+///         if self.0.contains_key(&r.key) { return Ok(false); }
+///         self.0.insert(r.key.clone(), r.clone());
+///         Ok(true)
+///     }
+///     fn get(&mut self, key: &str) -> Result<Option<Record>, ()> { Ok(self.0.get(key).cloned()) }
+///     fn replace_in_flight(&mut self, r: &Record) -> Result<bool, ()> { Ok(self.0.insert(r.key.clone(), r.clone()).is_some()) }
+/// }
+/// let mut store = Map(HashMap::new());
+/// let record = Record::in_flight("k", "fp", "t", "a", 0);
+/// assert_eq!(claim_in(&mut store, &record), Ok(ClaimOutcome::Owned));
+/// assert_eq!(claim_in(&mut store, &record), Ok(ClaimOutcome::InFlight));
+/// ```
+///
+/// # Errors
+/// The store's errors; [`DriveError::Vanished`] in the rare purge race.
+pub fn claim_in<S: ClaimStore>(
+    store: &mut S,
+    record: &Record,
+) -> Result<ClaimOutcome, DriveError<S::Error>> {
+    for _ in 0..3 {
+        if store.insert_if_absent(record).map_err(DriveError::Store)? {
+            return Ok(ClaimOutcome::Owned);
+        }
+        if let Some(existing) = store.get(&record.key).map_err(DriveError::Store)? {
+            return Ok(decide_existing(&existing, &record.fingerprint));
+        }
+    }
+    Err(DriveError::Vanished)
+}
+
+/// Completes the `in_flight` record `key` with `response`; `false` when there
+/// is no such in-flight record (already done, recovered or reconciled).
+///
+/// # Errors
+/// The store's errors.
+pub fn complete_in<S: ClaimStore>(
+    store: &mut S,
+    key: &str,
+    response: Response,
+    now: i64,
+    ttl_seconds: i64,
+) -> Result<bool, DriveError<S::Error>> {
+    match store.get(key).map_err(DriveError::Store)? {
+        Some(mut record) if record.status == Status::InFlight => {
+            record.complete(response, now, ttl_seconds);
+            store.replace_in_flight(&record).map_err(DriveError::Store)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Applies a recovery decision to the record; `false` when there is nothing
+/// to write (a re-execute decision leaves the record to its owner, who runs
+/// the effect again with the same key and then completes it).
+pub fn apply_recovery(
+    record: &mut Record,
+    action: &RecoveryAction,
+    now: i64,
+    ttl_seconds: i64,
+) -> bool {
+    match action {
+        RecoveryAction::RecordDone(response) => record.complete(response.clone(), now, ttl_seconds),
+        RecoveryAction::ReExecute => return false,
+        RecoveryAction::CheckLater {
+            lookups,
+            next_lookup_at,
+        } => {
+            record.lookups = *lookups;
+            record.next_lookup_at = Some(*next_lookup_at);
+        }
+        RecoveryAction::Reconcile { lookups } => {
+            record.lookups = *lookups;
+            record.next_lookup_at = None;
+            record.status = Status::NeedsReconciliation;
+        }
+    }
+    true
+}
+
+/// Recovers the `in_flight` record `key`: asks `lookup` (the destination,
+/// with the same key), decides, and writes the decision. `None` when there is
+/// no in-flight record under `key`.
+///
+/// # Errors
+/// The store's errors.
+pub fn recover_in<S: ClaimStore>(
+    store: &mut S,
+    key: &str,
+    lookup: impl FnOnce(&str) -> Lookup,
+    read_your_writes: bool,
+    now: i64,
+    ttl_seconds: i64,
+) -> Result<Option<RecoveryAction>, DriveError<S::Error>> {
+    let Some(mut record) = store.get(key).map_err(DriveError::Store)? else {
+        return Ok(None);
+    };
+    if record.status != Status::InFlight {
+        return Ok(None);
+    }
+    let action = decide_recovery(&record, &lookup(key), read_your_writes, now);
+    if apply_recovery(&mut record, &action, now, ttl_seconds) {
+        store
+            .replace_in_flight(&record)
+            .map_err(DriveError::Store)?;
+    }
+    Ok(Some(action))
+}

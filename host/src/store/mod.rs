@@ -23,7 +23,7 @@ mod sqlite;
 
 use std::fmt;
 
-use intentkey::claim::{decide_existing, ClaimOutcome, Record, Status};
+use intentkey::claim::{claim_in, ClaimOutcome, ClaimStore, DriveError, Record, Status};
 
 pub use self::memory::MemoryStore;
 pub use self::postgres::PostgresStore;
@@ -120,20 +120,33 @@ pub trait Store: Send + Sync {
 /// # Errors
 /// The store's errors. A claim that errs owns nothing: do not run the effect.
 pub fn claim(store: &dyn Store, record: &Record) -> Result<ClaimOutcome, StoreError> {
-    // A done record purged between our insert and our read makes the read come
-    // back empty; the insert is then simply tried again.
-    for _ in 0..3 {
-        if store.insert_if_absent(record)? {
-            return Ok(ClaimOutcome::Owned);
-        }
-        if let Some(existing) = store.get(&record.key)? {
-            return Ok(decide_existing(&existing, &record.fingerprint));
+    claim_in(&mut Driven(store), record).map_err(driven)
+}
+
+/// Lets the core drive a [`Store`] (`intentkey::claim::ClaimStore`).
+pub struct Driven<'s>(pub &'s dyn Store);
+
+impl ClaimStore for Driven<'_> {
+    type Error = StoreError;
+    fn insert_if_absent(&mut self, record: &Record) -> Result<bool, StoreError> {
+        self.0.insert_if_absent(record)
+    }
+    fn get(&mut self, key: &str) -> Result<Option<Record>, StoreError> {
+        self.0.get(key)
+    }
+    fn replace_in_flight(&mut self, record: &Record) -> Result<bool, StoreError> {
+        self.0.replace_in_flight(record)
+    }
+}
+
+/// A drive failure as a store error.
+pub fn driven(e: DriveError<StoreError>) -> StoreError {
+    match e {
+        DriveError::Store(e) => e,
+        DriveError::Vanished => {
+            StoreError::retryable("the record was purged three times during its claim")
         }
     }
-    Err(StoreError::retryable(format!(
-        "record {} was purged three times during its claim",
-        record.key
-    )))
 }
 
 /// Opens a store by URL: `memory:`, `sqlite:PATH` or `postgres://…`.
