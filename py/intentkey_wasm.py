@@ -43,6 +43,9 @@ __all__ = [
 _KEYS = "intentkey:core/keys@0.1.0"
 _SECRETS = "intentkey:core/secrets@0.1.0"
 _RANDOM = "intentkey:core/random@0.1.0"
+_STORE = "intentkey:core/store@0.1.0"
+_GATEWAY = "intentkey:core/gateway@0.1.0"
+_NO_STORE = "no store: this Python binding derives keys only; drive a store through the claims decisions"
 
 _EXPORTS = (
     "[static]keyer.create",
@@ -162,6 +165,16 @@ class Runtime:
                 secrets.add_func("get-secret", self._get_secret)
             with root.add_instance(_RANDOM) as random:
                 random.add_func("random-bytes", self._random_bytes)
+            # The guard's store and destination: this binding offers none, so
+            # the guard answers with the store error (never a trap), and a
+            # look-up is unknown (which never re-executes).
+            with root.add_instance(_STORE) as store:
+                store.add_func("insert-if-absent", lambda _s, _record: _NO_STORE)
+                store.add_func("get", lambda _s, _key: _NO_STORE)
+                store.add_func("replace-in-flight", lambda _s, _record: _NO_STORE)
+            with root.add_instance(_GATEWAY) as gateway:
+                gateway.add_func("ask", lambda _s, _key: Variant("unknown"))
+                gateway.add_func("read-your-writes", lambda _s: False)
         # `intentkey:core/types` holds only types: nothing to define.
         self.generation = 0
         self._store: Optional[Store] = None

@@ -33,6 +33,8 @@ pub enum HostError {
     Trap(String),
     /// The component could not be loaded or compiled.
     Load(String),
+    /// The host's store failed while the component's guard drove it.
+    Store(String),
 }
 
 impl fmt::Display for HostError {
@@ -41,6 +43,7 @@ impl fmt::Display for HostError {
             HostError::Intentkey(e) => write!(f, "{e}"),
             HostError::Trap(m) => write!(f, "the intentkey component trapped: {m}"),
             HostError::Load(m) => write!(f, "cannot load the intentkey component: {m}"),
+            HostError::Store(m) => write!(f, "the store failed: {m}"),
         }
     }
 }
@@ -85,9 +88,145 @@ fn gen_code_str(code: GenCode) -> &'static str {
     }
 }
 
-/// What the host supplies to the guest: secrets by id and randomness.
+/// What the host supplies to the guest: secrets by id, randomness, and
+/// (for the guard) a store and the destination.
 struct HostState {
     secrets: HashMap<String, Vec<u8>>,
+    store: Option<Box<dyn crate::store::Store>>,
+    gateway: Option<Box<dyn crate::guard::Gateway + Send>>,
+}
+
+mod convert {
+    //! Record conversions between the WIT types and the core's.
+    use super::generated::intentkey::core::types as wit;
+    use intentkey::claim as core;
+
+    pub fn status_in(s: wit::Status) -> core::Status {
+        match s {
+            wit::Status::InFlight => core::Status::InFlight,
+            wit::Status::Done => core::Status::Done,
+            wit::Status::NeedsReconciliation => core::Status::NeedsReconciliation,
+        }
+    }
+
+    pub fn status_out(s: core::Status) -> wit::Status {
+        match s {
+            core::Status::InFlight => wit::Status::InFlight,
+            core::Status::Done => wit::Status::Done,
+            core::Status::NeedsReconciliation => wit::Status::NeedsReconciliation,
+        }
+    }
+
+    pub fn response_in(r: wit::Response) -> core::Response {
+        core::Response {
+            status: r.status,
+            content_type: r.content_type,
+            body: r.body,
+        }
+    }
+
+    pub fn response_out(r: core::Response) -> wit::Response {
+        wit::Response {
+            status: r.status,
+            content_type: r.content_type,
+            body: r.body,
+        }
+    }
+
+    pub fn record_in(r: wit::Record) -> core::Record {
+        core::Record {
+            key: r.key,
+            fingerprint: r.fingerprint,
+            tenant_id: r.tenant_id,
+            action_type: r.action_type,
+            status: status_in(r.status),
+            response: r.response.map(response_in),
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            lookups: r.lookups,
+            next_lookup_at: r.next_lookup_at,
+        }
+    }
+
+    pub fn record_out(r: core::Record) -> wit::Record {
+        wit::Record {
+            key: r.key,
+            fingerprint: r.fingerprint,
+            tenant_id: r.tenant_id,
+            action_type: r.action_type,
+            status: status_out(r.status),
+            response: r.response.map(response_out),
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            lookups: r.lookups,
+            next_lookup_at: r.next_lookup_at,
+        }
+    }
+
+    pub fn lookup_out(l: core::Lookup) -> wit::Lookup {
+        match l {
+            core::Lookup::Found(r) => wit::Lookup::Found(response_out(r)),
+            core::Lookup::Absent => wit::Lookup::Absent,
+            core::Lookup::Unknown => wit::Lookup::Unknown,
+        }
+    }
+}
+
+impl generated::intentkey::core::store::Host for HostState {
+    fn insert_if_absent(
+        &mut self,
+        record: generated::intentkey::core::types::Record,
+    ) -> Result<bool, String> {
+        let store = self
+            .store
+            .as_ref()
+            .ok_or("no store: the host did not set one (WasmKeys::set_store)")?;
+        store
+            .insert_if_absent(&convert::record_in(record))
+            .map_err(|e| e.to_string())
+    }
+
+    fn get(
+        &mut self,
+        key: String,
+    ) -> Result<Option<generated::intentkey::core::types::Record>, String> {
+        let store = self
+            .store
+            .as_ref()
+            .ok_or("no store: the host did not set one (WasmKeys::set_store)")?;
+        store
+            .get(&key)
+            .map(|r| r.map(convert::record_out))
+            .map_err(|e| e.to_string())
+    }
+
+    fn replace_in_flight(
+        &mut self,
+        record: generated::intentkey::core::types::Record,
+    ) -> Result<bool, String> {
+        let store = self
+            .store
+            .as_ref()
+            .ok_or("no store: the host did not set one (WasmKeys::set_store)")?;
+        store
+            .replace_in_flight(&convert::record_in(record))
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl generated::intentkey::core::gateway::Host for HostState {
+    fn ask(&mut self, key: String) -> generated::intentkey::core::types::Lookup {
+        // With no destination configured nothing can be known: unknown never re-executes.
+        let lookup = self
+            .gateway
+            .as_ref()
+            .map_or(intentkey::claim::Lookup::Unknown, |g| g.lookup(&key));
+        convert::lookup_out(lookup)
+    }
+
+    fn read_your_writes(&mut self) -> bool {
+        self.gateway.as_ref().is_some_and(|g| g.read_your_writes())
+    }
 }
 
 impl generated::intentkey::core::types::Host for HostState {}
@@ -283,7 +422,14 @@ impl<'e> WasmKeys<'e> {
         engine: &WasmEngine,
         secrets: HashMap<String, Vec<u8>>,
     ) -> Result<(Store<HostState>, Intentkey), HostError> {
-        let mut store = Store::new(&engine.engine, HostState { secrets });
+        let mut store = Store::new(
+            &engine.engine,
+            HostState {
+                secrets,
+                store: None,
+                gateway: None,
+            },
+        );
         store.set_epoch_deadline(NO_DEADLINE);
         let bindings = Intentkey::instantiate(&mut store, &engine.component, &engine.linker)
             .map_err(|e| HostError::Load(format!("{e:#}")))?;
@@ -294,8 +440,12 @@ impl<'e> WasmKeys<'e> {
     /// the poisoned instance.
     fn trapped(&mut self, e: &wasmtime::Error) -> HostError {
         let secrets = std::mem::take(&mut self.store.data_mut().secrets);
+        let kept_store = self.store.data_mut().store.take();
+        let kept_gateway = self.store.data_mut().gateway.take();
         match Self::instantiate(self.engine, secrets) {
-            Ok((store, bindings)) => {
+            Ok((mut store, bindings)) => {
+                store.data_mut().store = kept_store;
+                store.data_mut().gateway = kept_gateway;
                 self.store = store;
                 self.bindings = bindings;
                 self.generation += 1;
@@ -495,6 +645,107 @@ impl<'e> WasmKeys<'e> {
             .intentkey_core_keys()
             .call_uuid_key(&mut self.store, random);
         self.answer(result)
+    }
+
+    /// Gives the guest a store for the `guard` export (the core drives it).
+    pub fn set_store(&mut self, store: Box<dyn crate::store::Store>) {
+        self.store.data_mut().store = Some(store);
+    }
+
+    /// Gives the guest the destination for `guard` recovery.
+    pub fn set_gateway(&mut self, gateway: Box<dyn crate::guard::Gateway + Send>) {
+        self.store.data_mut().gateway = Some(gateway);
+    }
+
+    fn guard_answer<T>(
+        &mut self,
+        result: wasmtime::Result<Result<T, String>>,
+    ) -> Result<T, HostError> {
+        match result {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(message)) => Err(HostError::Store(message)),
+            Err(e) => Err(self.trapped(&e)),
+        }
+    }
+
+    /// The component's `guard.claim`: the core claims `key` in the store set
+    /// with [`WasmKeys::set_store`]. Returns the outcome's name (`owned`,
+    /// `in-flight`, `done`, `payload-conflict`).
+    ///
+    /// # Errors
+    /// [`HostError::Store`] with the store's message, or a trap.
+    pub fn guard_claim(
+        &mut self,
+        key: &str,
+        fingerprint: &str,
+        tenant_id: &str,
+        action_type: &str,
+        now: i64,
+    ) -> Result<&'static str, HostError> {
+        use generated::exports::intentkey::core::claims::ClaimOutcome as O;
+        let result = self.bindings.intentkey_core_guard().call_claim(
+            &mut self.store,
+            key,
+            fingerprint,
+            tenant_id,
+            action_type,
+            now,
+        );
+        Ok(match self.guard_answer(result)? {
+            O::Owned => "owned",
+            O::InFlight => "in-flight",
+            O::Done(_) => "done",
+            O::PayloadConflict => "payload-conflict",
+        })
+    }
+
+    /// The component's `guard.complete`.
+    ///
+    /// # Errors
+    /// [`HostError::Store`] with the store's message, or a trap.
+    pub fn guard_complete(
+        &mut self,
+        key: &str,
+        response: intentkey::claim::Response,
+        now: i64,
+        ttl_seconds: i64,
+    ) -> Result<bool, HostError> {
+        let response = convert::response_out(response);
+        let result = self.bindings.intentkey_core_guard().call_complete(
+            &mut self.store,
+            key,
+            &response,
+            now,
+            ttl_seconds,
+        );
+        self.guard_answer(result)
+    }
+
+    /// The component's `guard.recover`: the action's name (`record-done`,
+    /// `re-execute`, `check-later`, `reconcile`), or `None` when there is no
+    /// in-flight record.
+    ///
+    /// # Errors
+    /// [`HostError::Store`] with the store's message, or a trap.
+    pub fn guard_recover(
+        &mut self,
+        key: &str,
+        now: i64,
+        ttl_seconds: i64,
+    ) -> Result<Option<&'static str>, HostError> {
+        use generated::exports::intentkey::core::claims::RecoveryAction as A;
+        let result = self.bindings.intentkey_core_guard().call_recover(
+            &mut self.store,
+            key,
+            now,
+            ttl_seconds,
+        );
+        Ok(self.guard_answer(result)?.map(|a| match a {
+            A::RecordDone(_) => "record-done",
+            A::ReExecute => "re-execute",
+            A::CheckLater(_) => "check-later",
+            A::Reconcile(_) => "reconcile",
+        }))
     }
 
     /// Makes the next call trap at once, as a deadline that has passed would:

@@ -242,3 +242,95 @@ fn wasm_and_native_agree_on_random_intents() {
         matches!(keys.keyer(None, &[1; 31]), Err(HostError::Intentkey(e)) if e.code().as_str() == "secret-too-short")
     );
 }
+
+/// A destination for the component's guard: counts nothing, answers unknown
+/// or found.
+struct Destination(Option<intentkey::claim::Response>);
+
+impl intentkey_host::guard::Gateway for Destination {
+    fn lookup(&self, _key: &str) -> intentkey::claim::Lookup {
+        self.0.clone().map_or(
+            intentkey::claim::Lookup::Unknown,
+            intentkey::claim::Lookup::Found,
+        )
+    }
+    fn read_your_writes(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn the_component_drives_a_host_store() {
+    use intentkey::claim::{Response, Status};
+    let path = std::env::temp_dir().join(format!("ik-wasm-guard-{}.sqlite", std::process::id()));
+    let url = format!("sqlite:{}", path.display());
+    let mut keys = WasmKeys::new(engine()).unwrap();
+    // Without a store the guard answers with a clear error, never a trap.
+    match keys.guard_claim("k", "fp", "t", "a", 0) {
+        Err(HostError::Store(m)) => assert!(m.contains("no store"), "{m}"),
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    keys.set_store(intentkey_host::store::open(&url).unwrap());
+    assert_eq!(
+        keys.guard_claim("k1", "fp", "t", "a", 100).unwrap(),
+        "owned"
+    );
+    assert_eq!(
+        keys.guard_claim("k1", "fp", "t", "a", 101).unwrap(),
+        "in-flight"
+    );
+    assert_eq!(
+        keys.guard_claim("k1", "other", "t", "a", 102).unwrap(),
+        "payload-conflict"
+    );
+    assert!(keys
+        .guard_complete("k1", Response::json(201, "{}"), 103, 60)
+        .unwrap());
+    assert!(!keys
+        .guard_complete("k1", Response::json(500, "late"), 104, 60)
+        .unwrap());
+    assert_eq!(keys.guard_claim("k1", "fp", "t", "a", 105).unwrap(), "done");
+    // Recovery through the imported gateway: unknown backs off, then reconciles.
+    keys.set_gateway(Box::new(Destination(None)));
+    assert_eq!(
+        keys.guard_claim("k2", "fp", "t", "a", 100).unwrap(),
+        "owned"
+    );
+    let actions: Vec<&str> = (0..4)
+        .map(|i| {
+            keys.guard_recover("k2", 1_000 + i * 1_000, 60)
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        ["check-later", "check-later", "check-later", "reconcile"]
+    );
+    assert_eq!(keys.guard_recover("k2", 9_000, 60).unwrap(), None);
+    // Found: recorded as done. The same store seen natively agrees.
+    keys.set_gateway(Box::new(Destination(Some(Response::json(
+        201,
+        r#"{"id":1}"#,
+    )))));
+    assert_eq!(
+        keys.guard_claim("k3", "fp", "t", "a", 100).unwrap(),
+        "owned"
+    );
+    assert_eq!(
+        keys.guard_recover("k3", 1_000, 60).unwrap(),
+        Some("record-done")
+    );
+    let native = intentkey_host::store::open(&url).unwrap();
+    assert_eq!(
+        native.get("k2").unwrap().unwrap().status,
+        Status::NeedsReconciliation
+    );
+    assert_eq!(
+        native.get("k3").unwrap().unwrap().response.unwrap().body,
+        r#"{"id":1}"#
+    );
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}

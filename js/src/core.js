@@ -76,6 +76,10 @@ export function createApi(getCoreModule) {
       'intentkey:core/secrets@0.1.0': secrets,
       'intentkey:core/random@0.1.0': random,
       'intentkey:core/types@0.1.0': {},
+      'intentkey:core/store': noStore,
+      'intentkey:core/gateway': noGateway,
+      'intentkey:core/store@0.1.0': noStore,
+      'intentkey:core/gateway@0.1.0': noGateway,
     };
     const root = instantiate(getCoreModule, imports);
     return { keys: root.keys, claims: root.claims, secretStore, poisoned: false };
@@ -298,6 +302,19 @@ export function createApi(getCoreModule) {
 
   return { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims };
 }
+
+// The component's `guard` drives a store and a destination imported from the
+// host. This package drives its stores itself (async ones too) through the core's
+// `claims` decisions (src/guard.js), so it supplies none: the guard answers with
+// this store error, never a trap, and a look-up is unknown (never re-executes).
+const NO_STORE = 'no store: the npm package drives its stores through the claims decisions (createGuard)';
+function storeError() {
+  const e = new Error(NO_STORE);
+  e.payload = NO_STORE;
+  throw e;
+}
+const noStore = { insertIfAbsent: storeError, get: storeError, replaceInFlight: storeError };
+const noGateway = { ask: () => ({ tag: 'unknown' }), readYourWrites: () => false };
 
 function hostError(code, field, message) {
   const e = new Error(message);

@@ -230,7 +230,7 @@ mod claims {
     use crate::bindings::exports::intentkey::core::claims as wit;
     use intentkey::claim as core;
 
-    fn status_in(s: wit::Status) -> core::Status {
+    pub(crate) fn status_in(s: wit::Status) -> core::Status {
         match s {
             wit::Status::InFlight => core::Status::InFlight,
             wit::Status::Done => core::Status::Done,
@@ -238,7 +238,7 @@ mod claims {
         }
     }
 
-    fn status_out(s: core::Status) -> wit::Status {
+    pub(crate) fn status_out(s: core::Status) -> wit::Status {
         match s {
             core::Status::InFlight => wit::Status::InFlight,
             core::Status::Done => wit::Status::Done,
@@ -246,7 +246,7 @@ mod claims {
         }
     }
 
-    fn response_in(r: wit::Response) -> core::Response {
+    pub(crate) fn response_in(r: wit::Response) -> core::Response {
         core::Response {
             status: r.status,
             content_type: r.content_type,
@@ -254,7 +254,7 @@ mod claims {
         }
     }
 
-    fn response_out(r: core::Response) -> wit::Response {
+    pub(crate) fn response_out(r: core::Response) -> wit::Response {
         wit::Response {
             status: r.status,
             content_type: r.content_type,
@@ -262,7 +262,7 @@ mod claims {
         }
     }
 
-    fn record_in(r: wit::Record) -> core::Record {
+    pub(crate) fn record_in(r: wit::Record) -> core::Record {
         core::Record {
             key: r.key,
             fingerprint: r.fingerprint,
@@ -277,7 +277,7 @@ mod claims {
         }
     }
 
-    fn record_out(r: core::Record) -> wit::Record {
+    pub(crate) fn record_out(r: core::Record) -> wit::Record {
         wit::Record {
             key: r.key,
             fingerprint: r.fingerprint,
@@ -292,7 +292,7 @@ mod claims {
         }
     }
 
-    fn outcome_in(o: wit::ClaimOutcome) -> core::ClaimOutcome {
+    pub(crate) fn outcome_in(o: wit::ClaimOutcome) -> core::ClaimOutcome {
         match o {
             wit::ClaimOutcome::Owned => core::ClaimOutcome::Owned,
             wit::ClaimOutcome::InFlight => core::ClaimOutcome::InFlight,
@@ -301,7 +301,7 @@ mod claims {
         }
     }
 
-    fn outcome_out(o: core::ClaimOutcome) -> wit::ClaimOutcome {
+    pub(crate) fn outcome_out(o: core::ClaimOutcome) -> wit::ClaimOutcome {
         match o {
             core::ClaimOutcome::Owned => wit::ClaimOutcome::Owned,
             core::ClaimOutcome::InFlight => wit::ClaimOutcome::InFlight,
@@ -310,12 +310,35 @@ mod claims {
         }
     }
 
-    fn answer_out(a: core::HttpAnswer) -> wit::HttpAnswer {
+    pub(crate) fn answer_out(a: core::HttpAnswer) -> wit::HttpAnswer {
         wit::HttpAnswer {
             status: a.status,
             content_type: a.content_type,
             body: a.body,
             replayed: a.replayed,
+        }
+    }
+
+    pub(crate) fn lookup_in(lookup: wit::Lookup) -> core::Lookup {
+        match lookup {
+            wit::Lookup::Found(r) => core::Lookup::Found(response_in(r)),
+            wit::Lookup::Absent => core::Lookup::Absent,
+            wit::Lookup::Unknown => core::Lookup::Unknown,
+        }
+    }
+
+    pub(crate) fn recovery_out(action: core::RecoveryAction) -> wit::RecoveryAction {
+        match action {
+            core::RecoveryAction::RecordDone(r) => wit::RecoveryAction::RecordDone(response_out(r)),
+            core::RecoveryAction::ReExecute => wit::RecoveryAction::ReExecute,
+            core::RecoveryAction::CheckLater {
+                lookups,
+                next_lookup_at,
+            } => wit::RecoveryAction::CheckLater(wit::LookupSchedule {
+                lookups,
+                next_lookup_at,
+            }),
+            core::RecoveryAction::Reconcile { lookups } => wit::RecoveryAction::Reconcile(lookups),
         }
     }
 
@@ -365,27 +388,12 @@ mod claims {
             read_your_writes: bool,
             now: i64,
         ) -> wit::RecoveryAction {
-            let lookup = match lookup {
-                wit::Lookup::Found(r) => core::Lookup::Found(response_in(r)),
-                wit::Lookup::Absent => core::Lookup::Absent,
-                wit::Lookup::Unknown => core::Lookup::Unknown,
-            };
-            match core::decide_recovery(&record_in(existing), &lookup, read_your_writes, now) {
-                core::RecoveryAction::RecordDone(r) => {
-                    wit::RecoveryAction::RecordDone(response_out(r))
-                }
-                core::RecoveryAction::ReExecute => wit::RecoveryAction::ReExecute,
-                core::RecoveryAction::CheckLater {
-                    lookups,
-                    next_lookup_at,
-                } => wit::RecoveryAction::CheckLater(wit::LookupSchedule {
-                    lookups,
-                    next_lookup_at,
-                }),
-                core::RecoveryAction::Reconcile { lookups } => {
-                    wit::RecoveryAction::Reconcile(lookups)
-                }
-            }
+            recovery_out(core::decide_recovery(
+                &record_in(existing),
+                &lookup_in(lookup),
+                read_your_writes,
+                now,
+            ))
         }
 
         fn recovery_due(existing: wit::Record, now: i64, stale_after: i64) -> bool {
@@ -398,6 +406,85 @@ mod claims {
 
         fn default_ttl_seconds() -> i64 {
             core::DEFAULT_TTL_SECONDS
+        }
+    }
+}
+
+mod guard {
+    //! The core driving the host's imported `store` and `gateway`; the
+    //! algorithms are `intentkey::claim::{claim_in, complete_in, recover_in}`.
+
+    use crate::bindings::exports::intentkey::core::claims as wit_claims;
+    use crate::bindings::exports::intentkey::core::guard as wit;
+    use crate::bindings::intentkey::core::{gateway, store};
+    use crate::claims::{lookup_in, outcome_out, record_in, record_out, recovery_out, response_in};
+    use intentkey::claim::{self as core, ClaimStore, DriveError};
+
+    /// The host's store, as the core's `ClaimStore`.
+    struct Imported;
+
+    impl ClaimStore for Imported {
+        type Error = String;
+        fn insert_if_absent(&mut self, record: &core::Record) -> Result<bool, String> {
+            store::insert_if_absent(&record_out(record.clone()))
+        }
+        fn get(&mut self, key: &str) -> Result<Option<core::Record>, String> {
+            store::get(key).map(|r| r.map(record_in))
+        }
+        fn replace_in_flight(&mut self, record: &core::Record) -> Result<bool, String> {
+            store::replace_in_flight(&record_out(record.clone()))
+        }
+    }
+
+    fn message(e: DriveError<String>) -> String {
+        match e {
+            DriveError::Store(m) => m,
+            DriveError::Vanished => {
+                "the record was purged three times during its claim; try again".into()
+            }
+        }
+    }
+
+    impl wit::Guest for crate::Component {
+        fn claim(
+            key: String,
+            fingerprint: String,
+            tenant_id: String,
+            action_type: String,
+            now: i64,
+        ) -> Result<wit_claims::ClaimOutcome, String> {
+            let record = core::Record::in_flight(&key, &fingerprint, &tenant_id, &action_type, now);
+            core::claim_in(&mut Imported, &record)
+                .map(outcome_out)
+                .map_err(message)
+        }
+
+        fn complete(
+            key: String,
+            response: wit::Response,
+            now: i64,
+            ttl_seconds: i64,
+        ) -> Result<bool, String> {
+            core::complete_in(&mut Imported, &key, response_in(response), now, ttl_seconds)
+                .map_err(message)
+        }
+
+        fn recover(
+            key: String,
+            now: i64,
+            ttl_seconds: i64,
+        ) -> Result<Option<wit_claims::RecoveryAction>, String> {
+            let read_your_writes = gateway::read_your_writes();
+            core::recover_in(
+                &mut Imported,
+                &key,
+                |k| lookup_in(gateway::ask(k)),
+                read_your_writes,
+                now,
+                ttl_seconds,
+            )
+            .map(|action| action.map(recovery_out))
+            .map_err(message)
         }
     }
 }
