@@ -223,3 +223,43 @@ fn huge_inputs_do_not_panic() {
     let tiny = format!(r#"{{"amount":"0.{}1"}}"#, "0".repeat(100_000));
     assert!(key_of(&d, &tiny, 0).is_ok());
 }
+
+#[test]
+fn secrets_never_appear_in_keys_errors_or_debug() {
+    let hex = "5ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2";
+    let secret = Secret::from_hex(hex).unwrap();
+    let deriver = Deriver::new(&secret, Policy::default());
+    for shown in [format!("{secret:?}"), format!("{deriver:?}")] {
+        assert!(!shown.contains(hex) && !shown.contains("5ec2e7"), "{shown}");
+        assert!(!shown.contains("[94, 194"), "no raw bytes: {shown}");
+    }
+    // Errors about a bad or short secret name the problem, not the bytes.
+    for bad in [
+        format!("{hex}zz"),
+        hex[..40].to_owned(),
+        format!("{}x", &hex[..63]),
+    ] {
+        let e = Secret::from_hex(&bad).unwrap_err();
+        assert!(
+            !e.message().contains("5ec2e7") && !e.to_string().contains("5ec2e7"),
+            "{e}"
+        );
+    }
+    // Keys are HMAC output; derivation errors never carry the secret either.
+    let payload = Payload::from_json(r#"{"amount":"x"}"#).unwrap();
+    let e = deriver
+        .derive(&Intent {
+            tenant_id: "t",
+            action_type: "a",
+            payload: &payload,
+            intent_epoch: 0,
+        })
+        .unwrap_err();
+    assert!(!format!("{e:?}").contains("5ec2e7"));
+    let mut answerer = RequestAnswerer::new(Policy::default());
+    let line = format!(
+        r#"{{"secret_hex":"{}","tenant_id":"t","action_type":"a","payload":{{"amount":"x"}},"intent_epoch":0}}"#,
+        &hex[..40]
+    );
+    assert!(!answerer.answer_line(&line).contains("5ec2e7"));
+}
