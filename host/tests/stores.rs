@@ -587,11 +587,27 @@ fn faults_kill_the_owner_between_effect_and_completion() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Kill at a random point: often while the effect has run but the
-        // completion has not.
-        std::thread::sleep(std::time::Duration::from_micros(u64::from(
-            rand_u32() % 40_000,
-        )));
+        // Kill at a random point. Even trials: a random moment after the
+        // spawn (before, during or after the effect). Odd trials: a random
+        // moment after the effect is seen at the destination, so that many
+        // kills land between the effect and its completion however slowly
+        // the machine starts processes.
+        if trial % 2 == 1 {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while dest.effects(&key) == 0
+                && std::time::Instant::now() < deadline
+                && child.try_wait().unwrap().is_none()
+            {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(u64::from(
+                rand_u32() % 5_000,
+            )));
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(u64::from(
+                rand_u32() % 40_000,
+            )));
+        }
         let _ = child.kill();
         let _ = child.wait();
         // What did the kill interrupt?
