@@ -4,9 +4,11 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, ValueEnum};
-use intentkey::claim::{Lookup, Record, RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS};
+use intentkey::claim::{
+    complete_in, Lookup, Record, RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS,
+};
 use intentkey_host::guard::{Gateway, Guard};
-use intentkey_host::store::{claim, open, Store};
+use intentkey_host::store::{claim, driven, open, Driven, Store};
 use serde_json::{json, Value};
 
 /// Seconds since the Unix epoch: the host reads the clock, the core never does.
@@ -98,24 +100,22 @@ pub struct CompleteArgs {
 
 pub fn complete_cmd(a: &CompleteArgs) -> Result<Value, String> {
     let store = a.store.open()?;
-    let Some(record) = store.get(&a.key).map_err(|e| e.to_string())? else {
-        return Ok(json!({"completed": false, "key": a.key, "reason": "no such record"}));
-    };
-    if record.status != Status::InFlight {
-        return Ok(
-            json!({"completed": false, "key": a.key, "reason": format!("the record is {}", record.status)}),
-        );
-    }
     let response = Response {
         status: a.status,
         content_type: a.content_type.clone(),
         body: a.body.clone(),
     };
-    let guard = Guard::new(store.as_ref()).with_ttl(a.ttl);
-    let completed = guard
-        .complete(record, response, now())
-        .map_err(|e| e.to_string())?;
-    Ok(json!({"completed": completed, "key": a.key}))
+    // The core completes only an in-flight record (`complete_in`).
+    let completed = complete_in(&mut Driven(store.as_ref()), &a.key, response, now(), a.ttl)
+        .map_err(|e| driven(e).to_string())?;
+    if completed {
+        return Ok(json!({"completed": true, "key": a.key}));
+    }
+    let reason = match store.get(&a.key).map_err(|e| e.to_string())? {
+        Some(record) => format!("the record is {}", record.status),
+        None => "no such record".to_owned(),
+    };
+    Ok(json!({"completed": false, "key": a.key, "reason": reason}))
 }
 
 #[derive(Args)]
