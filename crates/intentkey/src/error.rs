@@ -50,11 +50,21 @@ pub enum ErrorCode {
     InvalidKeyLength,
     /// The random bytes for a `uuid` key are not exactly 16.
     InvalidRandom,
+    /// The store could not be reached or was busy (retryable: nothing was
+    /// decided or lost; try again).
+    StoreUnavailable,
+    /// The store refused the operation or holds malformed data (not retryable).
+    StoreFailed,
+    /// A claim's record was purged between a lost insert and its read, three
+    /// times in a row (retryable).
+    RecordVanished,
+    /// A host resumed a claim flow with the wrong result: a bug in the host.
+    FlowMisuse,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::SecretTooShort,
         ErrorCode::InvalidSecret,
         ErrorCode::InvalidTenantId,
@@ -74,6 +84,10 @@ impl ErrorCode {
         ErrorCode::InvalidJson,
         ErrorCode::InvalidKeyLength,
         ErrorCode::InvalidRandom,
+        ErrorCode::StoreUnavailable,
+        ErrorCode::StoreFailed,
+        ErrorCode::RecordVanished,
+        ErrorCode::FlowMisuse,
     ];
 
     /// The stable kebab-case code, e.g. `"unclassified-fields"`.
@@ -102,6 +116,10 @@ impl ErrorCode {
             ErrorCode::InvalidJson => "invalid-json",
             ErrorCode::InvalidKeyLength => "invalid-key-length",
             ErrorCode::InvalidRandom => "invalid-random",
+            ErrorCode::StoreUnavailable => "store-unavailable",
+            ErrorCode::StoreFailed => "store-failed",
+            ErrorCode::RecordVanished => "record-vanished",
+            ErrorCode::FlowMisuse => "flow-misuse",
         }
     }
 
@@ -177,3 +195,90 @@ impl std::error::Error for Error {}
 
 /// Shorthand for results carrying an [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+
+    /// A code's place in [`ErrorCode::ALL`], checked while compiling.
+    ///
+    /// The match is exhaustive, so a new variant does not compile until it is
+    /// given a place here; `at!` then asserts, at compile time, that `ALL` holds
+    /// that variant at that place (an index past the end of `ALL` is a compile
+    /// error too). So a variant cannot be left out of `ALL`.
+    fn place(code: ErrorCode) -> usize {
+        macro_rules! at {
+            ($index:literal, $variant:ident) => {
+                const {
+                    assert!(
+                        matches!(ErrorCode::ALL[$index], ErrorCode::$variant),
+                        concat!(
+                            "ErrorCode::ALL[",
+                            stringify!($index),
+                            "] is not ErrorCode::",
+                            stringify!($variant)
+                        )
+                    );
+                    $index
+                }
+            };
+        }
+        match code {
+            ErrorCode::SecretTooShort => at!(0, SecretTooShort),
+            ErrorCode::InvalidSecret => at!(1, InvalidSecret),
+            ErrorCode::InvalidTenantId => at!(2, InvalidTenantId),
+            ErrorCode::InvalidActionType => at!(3, InvalidActionType),
+            ErrorCode::UnknownActionType => at!(4, UnknownActionType),
+            ErrorCode::InvalidEpoch => at!(5, InvalidEpoch),
+            ErrorCode::InvalidPayload => at!(6, InvalidPayload),
+            ErrorCode::UnclassifiedFields => at!(7, UnclassifiedFields),
+            ErrorCode::InvalidFieldType => at!(8, InvalidFieldType),
+            ErrorCode::InvalidDecimal => at!(9, InvalidDecimal),
+            ErrorCode::DecimalOutOfRange => at!(10, DecimalOutOfRange),
+            ErrorCode::InvalidInteger => at!(11, InvalidInteger),
+            ErrorCode::InvalidCurrency => at!(12, InvalidCurrency),
+            ErrorCode::InvalidPixKey => at!(13, InvalidPixKey),
+            ErrorCode::InvalidIntentId => at!(14, InvalidIntentId),
+            ErrorCode::InvalidPolicy => at!(15, InvalidPolicy),
+            ErrorCode::InvalidJson => at!(16, InvalidJson),
+            ErrorCode::InvalidKeyLength => at!(17, InvalidKeyLength),
+            ErrorCode::InvalidRandom => at!(18, InvalidRandom),
+            ErrorCode::StoreUnavailable => at!(19, StoreUnavailable),
+            ErrorCode::StoreFailed => at!(20, StoreFailed),
+            ErrorCode::RecordVanished => at!(21, RecordVanished),
+            ErrorCode::FlowMisuse => at!(22, FlowMisuse),
+        }
+    }
+
+    #[test]
+    fn all_lists_every_variant_once() {
+        for (index, code) in ErrorCode::ALL.into_iter().enumerate() {
+            assert_eq!(
+                place(code),
+                index,
+                "{code} is listed twice in ErrorCode::ALL"
+            );
+        }
+    }
+
+    #[test]
+    fn codes_are_distinct_kebab_case_and_parse_back() {
+        let mut seen = std::collections::BTreeSet::new();
+        for code in ErrorCode::ALL {
+            let text = code.as_str();
+            assert!(seen.insert(text), "{text} is the string of two codes");
+            assert!(
+                !text.is_empty()
+                    && !text.starts_with('-')
+                    && !text.ends_with('-')
+                    && !text.contains("--")
+                    && text
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{text} is not kebab-case"
+            );
+            assert_eq!(ErrorCode::parse(text), Some(code));
+            assert_eq!(code.to_string(), text);
+        }
+    }
+}

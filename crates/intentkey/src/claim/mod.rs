@@ -1,0 +1,64 @@
+//! Claim, replay and recovery: the one fenced flow, and every decision in it.
+//!
+//! The store is the source of truth. The core never touches it: it decides
+//! the order of store operations ([`flow`]) and what each answer means
+//! ([`decide`]), and hosts perform the I/O it asks for. Nothing here reads a
+//! clock or makes randomness: `now` and owner tokens come from the host.
+//!
+//! - [`record`]: the stored record, its owner token and its response.
+//! - [`decide`]: what a lost claim gets, the outcome classes, what a look-up
+//!   means, what may be purged.
+//! - [`flow`]: the sans-I/O flows (claim, finish, recover, purge) and the
+//!   driver for synchronous stores.
+//! - [`problem`]: the HTTP answers for claims that do not run the effect.
+//! - [`schema`]: the one versioned SQL file every runtime applies.
+//!
+//! | situation | store state | [`ClaimOutcome`] | HTTP |
+//! |---|---|---|---|
+//! | first time | absent | `Owned`: run the effect | — |
+//! | repeat after completion | `done` | `Done`: replay the stored response | stored |
+//! | repeat while the original runs | `in_flight` | `InFlight` | 409 |
+//! | same key, other payload | fingerprint differs | `PayloadConflict` | 422 |
+//! | key missing where required | — | — | 400 |
+//!
+//! An owned attempt finishes by its outcome class ([`OutcomeClass`]):
+//! *terminal* answers are stored and replayed; *released* ("nothing
+//! happened": refused before any side effect, or a status in
+//! [`Rules::release_statuses`], 429 and 503 by default) deletes the record
+//! under the owner's token so a retry runs; *ambiguous* (a throw, a crash, a
+//! timeout) leaves it `in_flight` for recovery. A write whose token no
+//! longer matches is refused: [`Finished::Superseded`].
+//!
+//! ```
+//! use intentkey::claim::{decide_existing, Attempt, ClaimOutcome, Record, Response};
+//!
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp-a".into(), tenant_id: "tenant-1".into(), action_type: "pix.send".into() };
+//! let mut record = Record::in_flight(&attempt, "0123456789abcdef0123456789abcdef", 1_700_000_000);
+//! assert_eq!(decide_existing(&record, "fp-a"), ClaimOutcome::InFlight);
+//! assert_eq!(decide_existing(&record, "fp-b"), ClaimOutcome::PayloadConflict);
+//!
+//! record.complete(Response::json(201, r#"{"id":"pay_1"}"#), 1_700_000_005, 86_400);
+//! assert!(matches!(decide_existing(&record, "fp-a"), ClaimOutcome::Done(r) if r.status == 201));
+//! ```
+
+pub mod decide;
+pub mod flow;
+pub mod problem;
+pub mod record;
+pub mod schema;
+
+pub use decide::{
+    classify, decide_existing, decide_recovery, purgeable, recovered, recovery_due,
+    recovery_due_at, take_over, ClaimOutcome, EffectResult, Lookup, OutcomeClass, RecoveryAction,
+    Rules, DEFAULT_RELEASE_STATUSES,
+};
+pub use flow::{
+    drive, perform, ClaimFlow, ClaimStore, Completion, DriveError, DueFlow, FinishFlow, Finished,
+    Flow, FlowError, MemoryClaims, Op, OpResult, PurgeFlow, RecoverFlow, Recovered, RecoveryRules,
+    Release, Replacement, Step, CLAIM_TRIES,
+};
+pub use problem::{http_answer, missing_key_answer, HttpAnswer};
+pub use record::{
+    done_expiry, owner_token, owner_token_from_slice, Attempt, Record, Response, Status,
+    DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES,
+};
