@@ -1,7 +1,7 @@
 //! Project tasks.
 //!
 //! ```text
-//! cargo xtask build-component   # dist/intentkey.wasm from wasm32-unknown-unknown
+//! cargo xtask build-component   # dist/intentkey.wasm and dist/intentkey-pure.wasm
 //! cargo xtask check-imports F   # fail if the component F imports any WASI interface
 //! ```
 
@@ -42,7 +42,20 @@ fn target_dir() -> PathBuf {
         .map_or_else(|| workspace_root().join("target"), PathBuf::from)
 }
 
+/// The two components built from one crate: (file, cargo features, world).
+const COMPONENTS: [(&str, &[&str], &str); 2] = [
+    ("intentkey.wasm", &[], "intentkey"),
+    ("intentkey-pure.wasm", &["--no-default-features"], "pure"),
+];
+
 fn build_component() -> Result<(), String> {
+    for (file, features, world) in COMPONENTS {
+        build_one(file, features, world)?;
+    }
+    Ok(())
+}
+
+fn build_one(file: &str, features: &[&str], world: &str) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(workspace_root())
@@ -56,6 +69,7 @@ fn build_component() -> Result<(), String> {
             "--profile",
             "component",
         ])
+        .args(features)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !status.success() {
@@ -73,10 +87,10 @@ fn build_component() -> Result<(), String> {
     let out_dir = workspace_root().join("dist");
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
-    let out = out_dir.join("intentkey.wasm");
+    let out = out_dir.join(file);
     std::fs::write(&out, &component).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     println!(
-        "built dist/intentkey.wasm: {} bytes (core module {} bytes); imports: {}",
+        "built dist/{file} (world {world}): {} bytes (core module {} bytes); imports: {}",
         component.len(),
         module.len(),
         imports.join(", ")

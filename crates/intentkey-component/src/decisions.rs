@@ -1,0 +1,96 @@
+//! The `claims` and `schema` exports: pure decisions and the schema file.
+
+use crate::bindings::exports::intentkey::core::{claims, schema};
+use crate::bindings::intentkey::core::types as t;
+use crate::convert::{
+    action_out, class_out, effect_in, lookup_in, outcome_in, outcome_out, record_in, rules_in,
+    rules_out, wit_error,
+};
+use crate::Component;
+use intentkey::claim as core;
+
+fn answer_out(a: core::HttpAnswer) -> claims::HttpAnswer {
+    claims::HttpAnswer {
+        status: a.status,
+        content_type: a.content_type,
+        headers: a.headers,
+        body: a.body,
+        replayed: a.replayed,
+    }
+}
+
+impl claims::Guest for Component {
+    fn decide_existing(existing: t::Record, fingerprint: String) -> t::ClaimOutcome {
+        outcome_out(core::decide_existing(&record_in(existing), &fingerprint))
+    }
+
+    fn answer_for(outcome: t::ClaimOutcome) -> Option<claims::HttpAnswer> {
+        core::http_answer(&outcome_in(outcome)).map(answer_out)
+    }
+
+    fn missing_key_answer(header: String) -> claims::HttpAnswer {
+        answer_out(core::missing_key_answer(&header))
+    }
+
+    fn classify(result: t::EffectResult, rules: t::Rules) -> t::OutcomeClass {
+        class_out(core::classify(&effect_in(result), &rules_in(rules)))
+    }
+
+    fn decide_recovery(
+        existing: t::Record,
+        lookup: t::Lookup,
+        read_your_writes: bool,
+        now: i64,
+    ) -> t::RecoveryAction {
+        action_out(core::decide_recovery(
+            &record_in(existing),
+            &lookup_in(lookup),
+            read_your_writes,
+            now,
+        ))
+    }
+
+    fn recovery_due(existing: t::Record, now: i64, stale_after: i64) -> bool {
+        core::recovery_due(&record_in(existing), now, stale_after)
+    }
+
+    fn purgeable(existing: t::Record, now: i64) -> bool {
+        core::purgeable(&record_in(existing), now)
+    }
+
+    fn default_rules() -> t::Rules {
+        rules_out(core::Rules::default())
+    }
+
+    fn default_stale_after_seconds() -> i64 {
+        core::DEFAULT_STALE_AFTER_SECONDS
+    }
+
+    fn owner_token(random_bytes: Vec<u8>) -> Result<String, t::Error> {
+        core::owner_token_from_slice(&random_bytes).map_err(wit_error)
+    }
+}
+
+impl schema::Guest for Component {
+    fn migrations() -> Vec<schema::Migration> {
+        core::schema::migrations()
+            .into_iter()
+            .map(|m| schema::Migration {
+                version: m.version,
+                statements: m.statements,
+            })
+            .collect()
+    }
+
+    fn migrations_table() -> String {
+        core::schema::migrations_table()
+    }
+
+    fn schema_version() -> u32 {
+        core::schema::SCHEMA_VERSION
+    }
+
+    fn migration_lock() -> i64 {
+        core::schema::MIGRATION_LOCK
+    }
+}

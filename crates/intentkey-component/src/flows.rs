@@ -1,0 +1,151 @@
+//! The `flows` export: the core's sans-I/O claim flows as one resource.
+
+use std::cell::RefCell;
+
+use crate::bindings::exports::intentkey::core::flows::{
+    self as wit, GuestFlow, ListRequest, Op, OpResult, Output, Step,
+};
+use crate::bindings::intentkey::core::types as t;
+use crate::convert::{
+    attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
+    record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
+    status_out, wit_error,
+};
+use crate::Component;
+use intentkey::claim::{self as core, Flow as _};
+
+/// Any of the core's flows, with its output converted for the WIT.
+pub(crate) enum AnyFlow {
+    Claim(core::ClaimFlow),
+    Finish(core::FinishFlow),
+    Recover(core::RecoverFlow),
+    Due(core::DueFlow),
+    Purge(core::PurgeFlow),
+}
+
+fn step<T>(step: core::Step<T>, out: impl FnOnce(T) -> Output) -> Step {
+    match step {
+        core::Step::Io(op) => Step::Io(op_out(op)),
+        core::Step::Done(value) => Step::Done(out(value)),
+    }
+}
+
+impl AnyFlow {
+    pub(crate) fn start(&mut self) -> Step {
+        match self {
+            AnyFlow::Claim(f) => step(f.start(), |o| Output::Claimed(outcome_out(o))),
+            AnyFlow::Finish(f) => step(f.start(), |o| Output::Finished(finished_out(o))),
+            AnyFlow::Recover(f) => step(f.start(), |o| Output::Recovered(recovered_out(o))),
+            AnyFlow::Due(f) => step(f.start(), Output::Due),
+            AnyFlow::Purge(f) => step(f.start(), Output::Purged),
+        }
+    }
+
+    pub(crate) fn resume(&mut self, result: core::OpResult) -> Result<Step, t::Error> {
+        let err = |e: core::FlowError| wit_error(e.into());
+        Ok(match self {
+            AnyFlow::Claim(f) => step(f.resume(result).map_err(err)?, |o| {
+                Output::Claimed(outcome_out(o))
+            }),
+            AnyFlow::Finish(f) => step(f.resume(result).map_err(err)?, |o| {
+                Output::Finished(finished_out(o))
+            }),
+            AnyFlow::Recover(f) => step(f.resume(result).map_err(err)?, |o| {
+                Output::Recovered(recovered_out(o))
+            }),
+            AnyFlow::Due(f) => step(f.resume(result).map_err(err)?, Output::Due),
+            AnyFlow::Purge(f) => step(f.resume(result).map_err(err)?, Output::Purged),
+        })
+    }
+}
+
+pub(crate) fn op_out(op: core::Op) -> Op {
+    match op {
+        core::Op::Insert(r) => Op::Insert(record_out(r)),
+        core::Op::Get(key) => Op::Get(key),
+        core::Op::Complete(c) => Op::Complete(completion_out(c)),
+        core::Op::Replace(r) => Op::Replace(replacement_out(r)),
+        core::Op::Release(r) => Op::Release(release_out(r)),
+        core::Op::List { status, limit } => Op::List(ListRequest {
+            status: status_out(status),
+            limit,
+        }),
+        core::Op::Purge { now } => Op::Purge(now),
+        core::Op::Ask(key) => Op::Ask(key),
+    }
+}
+
+fn op_result_in(result: OpResult) -> core::OpResult {
+    match result {
+        OpResult::Inserted(b) => core::OpResult::Inserted(b),
+        OpResult::Got(r) => core::OpResult::Got(r.map(record_in)),
+        OpResult::Written(b) => core::OpResult::Written(b),
+        OpResult::Listed(rs) => core::OpResult::Listed(rs.into_iter().map(record_in).collect()),
+        OpResult::Purged(n) => core::OpResult::Purged(n),
+        OpResult::Answered(l) => core::OpResult::Answered(lookup_in(l)),
+    }
+}
+
+/// One flow in progress, owned by the host through a resource handle.
+pub(crate) struct FlowResource(RefCell<AnyFlow>);
+
+impl FlowResource {
+    fn handle(flow: AnyFlow) -> wit::Flow {
+        wit::Flow::new(FlowResource(RefCell::new(flow)))
+    }
+}
+
+impl GuestFlow for FlowResource {
+    fn claim(attempt: t::Attempt, owner_token: String, now: i64) -> wit::Flow {
+        Self::handle(AnyFlow::Claim(core::ClaimFlow::new(
+            &attempt_in(attempt),
+            &owner_token,
+            now,
+        )))
+    }
+
+    fn finish(
+        key: String,
+        owner_token: String,
+        result: t::EffectResult,
+        now: i64,
+        rules: t::Rules,
+    ) -> wit::Flow {
+        Self::handle(AnyFlow::Finish(core::FinishFlow::new(
+            &key,
+            &owner_token,
+            effect_in(result),
+            now,
+            &rules_in(rules),
+        )))
+    }
+
+    fn recover(key: String, new_token: String, now: i64, rules: t::RecoveryRules) -> wit::Flow {
+        Self::handle(AnyFlow::Recover(core::RecoverFlow::new(
+            &key,
+            &new_token,
+            now,
+            &recovery_rules_in(rules),
+        )))
+    }
+
+    fn due(now: i64, stale_after: i64, limit: u32) -> wit::Flow {
+        Self::handle(AnyFlow::Due(core::DueFlow::new(now, stale_after, limit)))
+    }
+
+    fn purge(now: i64) -> wit::Flow {
+        Self::handle(AnyFlow::Purge(core::PurgeFlow::new(now)))
+    }
+
+    fn start(&self) -> Step {
+        self.0.borrow_mut().start()
+    }
+
+    fn resume(&self, result: OpResult) -> Result<Step, t::Error> {
+        self.0.borrow_mut().resume(op_result_in(result))
+    }
+}
+
+impl wit::Guest for Component {
+    type Flow = FlowResource;
+}

@@ -1,0 +1,102 @@
+//! The `guard` export: the core's flows driven against the host's imported
+//! `store` and `gateway` (world `intentkey`, for synchronous hosts).
+
+use crate::bindings::exports::intentkey::core::guard::{self as wit, Claimed, Recovery};
+use crate::bindings::intentkey::core::types as t;
+use crate::bindings::intentkey::core::{gateway, random, store};
+use crate::convert::{
+    attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
+    record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
+    status_out, store_error, wit_error,
+};
+use crate::Component;
+use intentkey::claim::{self as core, ClaimStore, DriveError};
+
+/// The host's store, as the core's `ClaimStore`.
+struct Imported;
+
+impl ClaimStore for Imported {
+    type Error = t::StoreError;
+    fn insert(&mut self, record: &core::Record) -> Result<bool, t::StoreError> {
+        store::insert(&record_out(record.clone()))
+    }
+    fn get(&mut self, key: &str) -> Result<Option<core::Record>, t::StoreError> {
+        store::get(key).map(|r| r.map(record_in))
+    }
+    fn complete(&mut self, c: &core::Completion) -> Result<bool, t::StoreError> {
+        store::complete(&completion_out(c.clone()))
+    }
+    fn replace(&mut self, r: &core::Replacement) -> Result<bool, t::StoreError> {
+        store::replace(&replacement_out(r.clone()))
+    }
+    fn release(&mut self, r: &core::Release) -> Result<bool, t::StoreError> {
+        store::release(&release_out(r.clone()))
+    }
+    fn list(
+        &mut self,
+        status: core::Status,
+        limit: u32,
+    ) -> Result<Vec<core::Record>, t::StoreError> {
+        store::list(status_out(status), limit).map(|rs| rs.into_iter().map(record_in).collect())
+    }
+    fn purge(&mut self, now: i64) -> Result<u64, t::StoreError> {
+        store::purge(now)
+    }
+}
+
+fn drive<F: core::Flow>(flow: F) -> Result<F::Output, t::Error> {
+    core::drive(flow, &mut Imported, &mut |key| lookup_in(gateway::ask(key))).map_err(|e| match e {
+        DriveError::Store(e) => store_error(e),
+        DriveError::Flow(e) => wit_error(e.into()),
+    })
+}
+
+/// A fresh owner token from the host's randomness.
+fn new_token() -> Result<String, t::Error> {
+    core::owner_token_from_slice(&random::random_bytes(core::OWNER_TOKEN_BYTES as u32))
+        .map_err(wit_error)
+}
+
+impl wit::Guest for Component {
+    fn claim(attempt: t::Attempt, now: i64) -> Result<Claimed, t::Error> {
+        let owner_token = new_token()?;
+        let outcome = drive(core::ClaimFlow::new(
+            &attempt_in(attempt),
+            &owner_token,
+            now,
+        ))?;
+        Ok(Claimed {
+            outcome: outcome_out(outcome),
+            owner_token,
+        })
+    }
+
+    fn finish(
+        key: String,
+        owner_token: String,
+        result: t::EffectResult,
+        now: i64,
+        rules: t::Rules,
+    ) -> Result<t::Finished, t::Error> {
+        let flow =
+            core::FinishFlow::new(&key, &owner_token, effect_in(result), now, &rules_in(rules));
+        drive(flow).map(finished_out)
+    }
+
+    fn recover(key: String, now: i64, rules: t::RecoveryRules) -> Result<Recovery, t::Error> {
+        let owner_token = new_token()?;
+        let flow = core::RecoverFlow::new(&key, &owner_token, now, &recovery_rules_in(rules));
+        Ok(Recovery {
+            outcome: recovered_out(drive(flow)?),
+            owner_token,
+        })
+    }
+
+    fn due(now: i64, stale_after: i64, limit: u32) -> Result<Vec<String>, t::Error> {
+        drive(core::DueFlow::new(now, stale_after, limit))
+    }
+
+    fn purge(now: i64) -> Result<u64, t::Error> {
+        drive(core::PurgeFlow::new(now))
+    }
+}

@@ -1,0 +1,166 @@
+//! The `keys` export: key derivation through a keyer resource.
+
+use crate::bindings::exports::intentkey::core::keys::{self, GuestKeyer};
+use crate::bindings::intentkey::core::types::{Error as WitError, Intent as WitIntent};
+use crate::bindings::intentkey::core::{random, secrets};
+use crate::convert::wit_error;
+use crate::Component;
+use intentkey::{Deriver, Intent, KeyLength, Payload, Policy, RequestAnswerer, Secret};
+
+/// A policy keyed with one secret, held by the guest for the resource's life.
+pub(crate) struct Keyer {
+    deriver: Deriver,
+}
+
+fn with_payload<T>(
+    payload_json: &str,
+    f: impl FnOnce(&Payload) -> intentkey::Result<T>,
+) -> Result<T, WitError> {
+    Payload::from_json(payload_json)
+        .and_then(|p| f(&p))
+        .map_err(wit_error)
+}
+
+impl Keyer {
+    fn key(&self, intent: &WitIntent) -> Result<String, WitError> {
+        with_payload(&intent.payload_json, |payload| {
+            self.deriver
+                .derive(&Intent {
+                    tenant_id: &intent.tenant_id,
+                    action_type: &intent.action_type,
+                    payload,
+                    intent_epoch: intent.intent_epoch,
+                })
+                .map(intentkey::Key::into_string)
+        })
+    }
+}
+
+impl GuestKeyer for Keyer {
+    fn create(policy_json: Option<String>, secret_id: String) -> Result<keys::Keyer, WitError> {
+        let policy = match policy_json {
+            Some(json) => Policy::from_json(&json).map_err(wit_error)?,
+            None => Policy::default(),
+        };
+        let secret = Secret::new(secrets::get_secret(&secret_id)?).map_err(wit_error)?;
+        Ok(keys::Keyer::new(Keyer {
+            deriver: Deriver::new(&secret, policy),
+        }))
+    }
+
+    fn derive(&self, intent: WitIntent) -> Result<String, WitError> {
+        self.key(&intent)
+    }
+
+    fn derive_many(&self, intents: Vec<WitIntent>) -> Vec<Result<String, WitError>> {
+        intents.iter().map(|intent| self.key(intent)).collect()
+    }
+
+    fn material(&self, intent: WitIntent) -> Result<String, WitError> {
+        with_payload(&intent.payload_json, |payload| {
+            self.deriver.material(&Intent {
+                tenant_id: &intent.tenant_id,
+                action_type: &intent.action_type,
+                payload,
+                intent_epoch: intent.intent_epoch,
+            })
+        })
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn intent_key(
+        &self,
+        tenant_id: String,
+        intent_id: String,
+        key_hex_length: Option<u32>,
+    ) -> Result<String, WitError> {
+        let length = match key_hex_length {
+            Some(n) => KeyLength::new(n as usize).map_err(wit_error)?,
+            None => KeyLength::FULL,
+        };
+        self.deriver
+            .intent_key(&tenant_id, &intent_id, length)
+            .map(intentkey::Key::into_string)
+            .map_err(wit_error)
+    }
+
+    fn fingerprint(
+        &self,
+        tenant_id: String,
+        action_type: String,
+        payload_json: String,
+    ) -> Result<String, WitError> {
+        with_payload(&payload_json, |payload| {
+            self.deriver.fingerprint(&tenant_id, &action_type, payload)
+        })
+        .map(|fp| fp.as_str().to_owned())
+    }
+
+    fn fingerprint_material(
+        &self,
+        tenant_id: String,
+        action_type: String,
+        payload_json: String,
+    ) -> Result<String, WitError> {
+        with_payload(&payload_json, |payload| {
+            self.deriver
+                .fingerprint_material(&tenant_id, &action_type, payload)
+        })
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn fingerprint_matches(
+        &self,
+        tenant_id: String,
+        action_type: String,
+        payload_json: String,
+        stored: String,
+    ) -> Result<bool, WitError> {
+        with_payload(&payload_json, |payload| {
+            self.deriver.fingerprint(&tenant_id, &action_type, payload)
+        })
+        .map(|fp| fp.matches(&stored))
+    }
+}
+
+fn uuid_from(bytes: &[u8]) -> Result<String, WitError> {
+    intentkey::uuid_key_from_slice(bytes)
+        .map(intentkey::Key::into_string)
+        .map_err(wit_error)
+}
+
+fn answer_all(policy: Policy, lines: &[String]) -> Vec<String> {
+    let mut answerer = RequestAnswerer::new(policy);
+    lines
+        .iter()
+        .map(|line| answerer.answer_line(line))
+        .collect()
+}
+
+impl keys::Guest for Component {
+    type Keyer = Keyer;
+
+    fn new_uuid_key() -> Result<String, WitError> {
+        uuid_from(&random::random_bytes(16))
+    }
+
+    fn uuid_key(random_bytes: Vec<u8>) -> Result<String, WitError> {
+        uuid_from(&random_bytes)
+    }
+
+    fn unreadable_line_answer() -> String {
+        intentkey::request::unreadable_line_answer()
+    }
+
+    fn answer_lines(lines: Vec<String>) -> Vec<String> {
+        answer_all(Policy::default(), &lines)
+    }
+
+    fn answer_lines_with_policy(
+        policy_json: String,
+        lines: Vec<String>,
+    ) -> Result<Vec<String>, WitError> {
+        let policy = Policy::from_json(&policy_json).map_err(wit_error)?;
+        Ok(answer_all(policy, &lines))
+    }
+}
