@@ -28,7 +28,7 @@ step "differential against the oracle" python3 tests/differential.py --bin "$tar
 step "golden vectors in Python (wasmtime-py)" python3 py/run_vectors.py
 step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg and SQLite)" bash -c "cd js && npm test"
 step "golden vectors in headless Chromium" bash -c "cd js && npm run test:browser"
-step "README main command (intentkey demo on SQLite)" cargo run -q --locked -p intentkey-host -- demo
+step "README main command (intentkey demo on SQLite)" cargo run -q --locked -p intentkey-cli -- demo
 
 trap - ERR
 echo

@@ -2,12 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use intentkey_host::wasm::WasmEngine;
+use intentkey_wasmtime::WasmEngine;
 
 /// Where the build puts the component.
 fn default_component() -> PathBuf {
     std::env::var_os("INTENTKEY_COMPONENT").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../dist/intentkey.wasm"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/intentkey.wasm"),
         PathBuf::from,
     )
 }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use intentkey::claim::{ClaimOutcome, Lookup, Record, RecoveryAction, Response, Status};
 use intentkey::{Deriver, Intent, Payload, Policy, Secret};
-use intentkey_host::guard::{Attempt, Gateway, Guard};
-use intentkey_host::store::{claim, open, Store};
+use intentkey_store::guard::{Attempt, Gateway, Guard};
+use intentkey_store::{claim, open, Store};
 
 /// A fake payment destination: it executes effects (counting them) and
 /// answers look-ups by key.

@@ -133,7 +133,7 @@ fn run_jsonl(
     args: &DeriveArgs,
     policy: Policy,
     policy_text: Option<&str>,
-    engine: Option<&intentkey_host::wasm::WasmEngine>,
+    engine: Option<&intentkey_wasmtime::WasmEngine>,
 ) -> Result<ExitCode, String> {
     let input: Box<dyn Read> = match &args.input {
         Some(path) => Box::new(
@@ -145,9 +145,7 @@ fn run_jsonl(
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     let mut wasm_keys = match engine {
-        Some(engine) => {
-            Some(intentkey_host::wasm::WasmKeys::new(engine).map_err(|e| e.to_string())?)
-        }
+        Some(engine) => Some(intentkey_wasmtime::WasmKeys::new(engine).map_err(|e| e.to_string())?),
         None => None,
     };
     let mut native = RequestAnswerer::new(policy);
@@ -197,7 +195,7 @@ fn run_jsonl(
 fn answer_batch(
     batch: &[Result<String, String>],
     native: &mut RequestAnswerer,
-    wasm: Option<&mut intentkey_host::wasm::WasmKeys<'_>>,
+    wasm: Option<&mut intentkey_wasmtime::WasmKeys<'_>>,
     policy_text: Option<&str>,
 ) -> Result<Vec<String>, String> {
     let text: Vec<String> = batch

@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 use intentkey::claim::{
     complete_in, Lookup, Record, RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS,
 };
-use intentkey_host::guard::{Gateway, Guard};
-use intentkey_host::store::{claim, driven, open, Driven, Store};
+use intentkey_store::guard::{Gateway, Guard};
+use intentkey_store::{claim, driven, open, Driven, Store};
 use serde_json::{json, Value};
 
 /// Seconds since the Unix epoch: the host reads the clock, the core never does.

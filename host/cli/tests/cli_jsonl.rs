@@ -11,7 +11,7 @@ use serde_json::Value;
 fn request_line_vectors() -> Vec<Value> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/request_lines_test.json"
+        "/../../tests/vectors/request_lines_test.json"
     );
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut tests = Vec::new();

@@ -1,7 +1,7 @@
 //! Claim + complete throughput and latency on SQLite and PostgreSQL, against
 //! the floor: a bare `INSERT … ON CONFLICT DO NOTHING` on the same connection.
 //!
-//! `cargo bench -p intentkey-host --bench store` (PostgreSQL at 127.0.0.1:5432,
+//! `cargo bench -p intentkey-store --bench store` (PostgreSQL at 127.0.0.1:5432,
 //! database `test`; its part is skipped with a message when unreachable).
 //! Prints p50/p99 per operation and the ratio to the floor.
 
@@ -15,8 +15,8 @@
 use std::time::Instant;
 
 use intentkey::claim::Response;
-use intentkey_host::guard::{Attempt, Guard};
-use intentkey_host::store::open;
+use intentkey_store::guard::{Attempt, Guard};
+use intentkey_store::open;
 
 const N: usize = 3000;
 

@@ -7,8 +7,8 @@
 //!
 //! ```
 //! use intentkey::claim::Response;
-//! use intentkey_host::guard::{Attempt, Guard};
-//! use intentkey_host::store::open;
+//! use intentkey_store::guard::{Attempt, Guard};
+//! use intentkey_store::open;
 //!
 //! let store = open("memory:")?;
 //! let guard = Guard::new(store.as_ref());
@@ -22,7 +22,7 @@
 //!     assert_eq!(answer.status, 201);
 //! }
 //! assert_eq!(effects, 1);
-//! # Ok::<(), intentkey_host::store::StoreError>(())
+//! # Ok::<(), intentkey_store::StoreError>(())
 //! ```
 
 use intentkey::claim::{
@@ -30,7 +30,7 @@ use intentkey::claim::{
     Record, RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS,
 };
 
-use crate::store::{claim, Store, StoreError};
+use crate::{claim, Store, StoreError};
 
 /// One attempt at an intent: its key and payload fingerprint.
 #[derive(Clone, Debug)]

@@ -1,24 +1,33 @@
-//! Stores: where records live and the unique constraint decides.
+//! intentkey's stores and its Guard: where records live and the unique
+//! constraint decides.
 //!
 //! Every store keeps the same record (see `docs/store-schema.md`) and offers
 //! the same few conditional operations; [`claim`] combines them with the
 //! core's decisions. `insert … on conflict do nothing` picks the winner; the
 //! loser reads the row and the core decides what it gets. Never
-//! check-then-insert.
+//! check-then-insert. [`guard::Guard`] builds on them: it runs an effect at
+//! most once per intent and replays its response.
+//!
+//! Stores: [`MemoryStore`]; `SqliteStore` (cargo feature `sqlite`, on by
+//! default: the embedded store); `PostgresStore` (cargo feature `postgres`:
+//! many app servers share one unique index). [`open`] picks one by URL.
 //!
 //! ```
 //! use intentkey::claim::{ClaimOutcome, Record};
-//! use intentkey_host::store::{claim, open};
+//! use intentkey_store::{claim, open};
 //!
 //! let store = open("memory:")?;
 //! let record = Record::in_flight("k1", "fp", "tenant-1", "pix.send", 1_700_000_000);
 //! assert_eq!(claim(store.as_ref(), &record)?, ClaimOutcome::Owned);
 //! assert_eq!(claim(store.as_ref(), &record)?, ClaimOutcome::InFlight);
-//! # Ok::<(), intentkey_host::store::StoreError>(())
+//! # Ok::<(), intentkey_store::StoreError>(())
 //! ```
 
+pub mod guard;
 mod memory;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
 use std::fmt;
@@ -26,8 +35,15 @@ use std::fmt;
 use intentkey::claim::{claim_in, ClaimOutcome, ClaimStore, DriveError, Record, Status};
 
 pub use self::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
+
+/// The repository README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct RepositoryReadme;
 
 /// A store failure: what went wrong and whether retrying may help.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,15 +167,20 @@ pub fn driven(e: DriveError<StoreError>) -> StoreError {
 
 /// Opens a store by URL: `memory:`, `sqlite:PATH` or `postgres://…`.
 ///
+/// `sqlite:` needs the cargo feature `sqlite` (on by default) and
+/// `postgres://` the feature `postgres`; without its feature a scheme is
+/// refused with an error that names the feature.
+///
 /// # Errors
-/// An unknown scheme, or the store cannot be opened or migrated.
+/// An unknown scheme, a scheme whose feature is off, or the store cannot be
+/// opened or migrated.
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     if url == "memory:" {
         Ok(Box::new(MemoryStore::default()))
     } else if let Some(path) = url.strip_prefix("sqlite:") {
-        Ok(Box::new(SqliteStore::open(path)?))
+        open_sqlite(path)
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Box::new(PostgresStore::connect(url)?))
+        open_postgres(url)
     } else {
         Err(StoreError::fatal(format!(
             "unknown store URL {url:?}: use memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB"
@@ -167,7 +188,37 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     }
 }
 
+#[cfg(feature = "sqlite")]
+fn open_sqlite(path: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(Box::new(SqliteStore::open(path)?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn open_sqlite(_path: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(missing_feature("sqlite:", "sqlite"))
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(Box::new(PostgresStore::connect(url)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(missing_feature("postgres://", "postgres"))
+}
+
+/// The error for a URL scheme whose store was compiled out.
+#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+fn missing_feature(scheme: &str, feature: &str) -> StoreError {
+    StoreError::fatal(format!(
+        "a {scheme} store needs intentkey-store's cargo feature `{feature}`, which this build \
+         leaves off: add features = [\"{feature}\"] to the intentkey-store dependency"
+    ))
+}
+
 /// Builds a record from stored columns (shared by the SQL stores).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn record_from_columns(
     key: String,
@@ -209,6 +260,7 @@ pub(crate) fn record_from_columns(
 }
 
 /// The version-1 schema, in the SQL both SQLite and PostgreSQL accept.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS intentkey_records (
     key                   TEXT PRIMARY KEY,
@@ -228,6 +280,7 @@ CREATE INDEX IF NOT EXISTS intentkey_records_expiry ON intentkey_records (expire
 ";
 
 /// The columns in the order the SQL stores select them.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const COLUMNS: &str =
     "key, fingerprint, tenant_id, action_type, status, response_status, \
      response_content_type, response_body, created_at, expires_at, lookups, next_lookup_at";

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use intentkey::claim::{Lookup, Record, Response, Status};
-use intentkey_host::guard::{Attempt, Gateway, Guard};
-use intentkey_host::store::open;
+use intentkey_store::guard::{Attempt, Gateway, Guard};
+use intentkey_store::open;
 
 const PG_BASE: &str = "postgres://postgres@127.0.0.1:5432/test";
 const KEYS: usize = 400;

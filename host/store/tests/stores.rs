@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
 
 use intentkey::claim::{ClaimOutcome, Lookup, Record, RecoveryAction, Response, Status};
-use intentkey_host::guard::{Attempt, Gateway, Guard};
-use intentkey_host::store::{claim, open, Store};
+use intentkey_store::guard::{Attempt, Gateway, Guard};
+use intentkey_store::{claim, open, Store};
 
 const PG_BASE: &str = "postgres://postgres@127.0.0.1:5432/test";
 

@@ -1,7 +1,7 @@
 //! Per-key cost of the component on wasmtime against the native core, single
 //! calls and batched, on the same inputs (`bench/inputs.json`).
 //!
-//! `cargo xtask build-component && cargo bench -p intentkey-host --bench wasm`
+//! `cargo xtask build-component && cargo bench -p intentkey-wasmtime --bench wasm`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,13 +10,13 @@ use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use intentkey::{Deriver, Intent, Payload, Policy, Secret};
-use intentkey_host::wasm::{WasmEngine, WasmIntent, WasmKeys};
+use intentkey_wasmtime::{WasmEngine, WasmIntent, WasmKeys};
 use serde_json::Value;
 
 const BATCH: usize = 1000;
 
 fn bench(c: &mut Criterion) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let inputs: Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("bench/inputs.json")).unwrap())
             .unwrap();

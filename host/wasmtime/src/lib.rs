@@ -4,6 +4,28 @@
 //! [`WasmKeys`] holds one instance and reuses it for every call. A trap
 //! poisons an instance, so after one the next call gets a fresh instance; the
 //! trapping call returns [`HostError::Trap`], never a hang or a crash.
+//!
+//! The component's `guard` export drives a store the host plugs in with
+//! [`WasmKeys::set_store`] (any `intentkey_store::Store`: memory, SQLite,
+//! PostgreSQL) and asks the destination through [`WasmKeys::set_gateway`].
+//!
+//! ```
+//! use intentkey_wasmtime::{WasmEngine, WasmIntent, WasmKeys};
+//! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).unwrap();
+//!
+//! // Built by `cargo xtask build-component`.
+//! let engine = WasmEngine::from_file("dist/intentkey.wasm")?;
+//! let mut keys = WasmKeys::new(&engine)?;
+//! let keyer = keys.keyer(None, &[0x5c; 32])?;
+//! let key = keys.derive(&keyer, &WasmIntent {
+//!     tenant_id: "t1".into(),
+//!     action_type: "pix.send".into(),
+//!     payload_json: r#"{"amount":"10.50","currency":"BRL"}"#.into(),
+//!     intent_epoch: 1_700_000_000,
+//! })?;
+//! assert_eq!(key.len(), 64);
+//! # Ok::<(), intentkey_wasmtime::HostError>(())
+//! ```
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,7 +37,7 @@ use wasmtime::{Config, Engine, Store};
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "intentkey",
     });
 }
@@ -92,8 +114,8 @@ fn gen_code_str(code: GenCode) -> &'static str {
 /// (for the guard) a store and the destination.
 struct HostState {
     secrets: HashMap<String, Vec<u8>>,
-    store: Option<Box<dyn crate::store::Store>>,
-    gateway: Option<Box<dyn crate::guard::Gateway + Send>>,
+    store: Option<Box<dyn intentkey_store::Store>>,
+    gateway: Option<Box<dyn intentkey_store::guard::Gateway + Send>>,
 }
 
 mod convert {
@@ -648,12 +670,12 @@ impl<'e> WasmKeys<'e> {
     }
 
     /// Gives the guest a store for the `guard` export (the core drives it).
-    pub fn set_store(&mut self, store: Box<dyn crate::store::Store>) {
+    pub fn set_store(&mut self, store: Box<dyn intentkey_store::Store>) {
         self.store.data_mut().store = Some(store);
     }
 
     /// Gives the guest the destination for `guard` recovery.
-    pub fn set_gateway(&mut self, gateway: Box<dyn crate::guard::Gateway + Send>) {
+    pub fn set_gateway(&mut self, gateway: Box<dyn intentkey_store::guard::Gateway + Send>) {
         self.store.data_mut().gateway = Some(gateway);
     }
 

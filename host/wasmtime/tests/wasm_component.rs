@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use intentkey_host::wasm::{HostError, WasmEngine, WasmIntent, WasmKeyer, WasmKeys};
 use intentkey_vectors::{Answer, Refusal, Subject};
+use intentkey_wasmtime::{HostError, WasmEngine, WasmIntent, WasmKeyer, WasmKeys};
 use serde_json::Value;
 
 fn component_path() -> PathBuf {
     std::env::var_os("INTENTKEY_COMPONENT").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dist/intentkey.wasm"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../dist/intentkey.wasm"),
         PathBuf::from,
     )
 }
@@ -203,7 +203,7 @@ fn wasm_and_native_agree_on_random_intents() {
     // Same component bytes, same answers as the native core: a quick cross-check
     // beyond the vectors, on the oracle-format example file.
     let lines: Vec<String> = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/intents.jsonl"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/intents.jsonl"),
     )
     .unwrap()
     .lines()
@@ -247,7 +247,7 @@ fn wasm_and_native_agree_on_random_intents() {
 /// or found.
 struct Destination(Option<intentkey::claim::Response>);
 
-impl intentkey_host::guard::Gateway for Destination {
+impl intentkey_store::guard::Gateway for Destination {
     fn lookup(&self, _key: &str) -> intentkey::claim::Lookup {
         self.0.clone().map_or(
             intentkey::claim::Lookup::Unknown,
@@ -270,7 +270,7 @@ fn the_component_drives_a_host_store() {
         Err(HostError::Store(m)) => assert!(m.contains("no store"), "{m}"),
         other => panic!("expected a store error, got {other:?}"),
     }
-    keys.set_store(intentkey_host::store::open(&url).unwrap());
+    keys.set_store(intentkey_store::open(&url).unwrap());
     assert_eq!(
         keys.guard_claim("k1", "fp", "t", "a", 100).unwrap(),
         "owned"
@@ -321,7 +321,7 @@ fn the_component_drives_a_host_store() {
         keys.guard_recover("k3", 1_000, 60).unwrap(),
         Some("record-done")
     );
-    let native = intentkey_host::store::open(&url).unwrap();
+    let native = intentkey_store::open(&url).unwrap();
     assert_eq!(
         native.get("k2").unwrap().unwrap().status,
         Status::NeedsReconciliation
