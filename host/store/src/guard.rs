@@ -1,9 +1,11 @@
 //! The high-level API: run an effect at most once per intent.
 //!
 //! [`Guard::run`] claims the key, hands it to the effect (so the same key
-//! travels to the destination), stores the response (success or error) and
-//! replays it on every repeat. Every decision is the core's
-//! (`intentkey::claim`); this module does the store I/O.
+//! travels to the destination), finishes the record by the effect's outcome
+//! class and replays a stored answer on every repeat. The order of store
+//! operations and every decision are the core's flows
+//! (`intentkey::claim::flow`); this module supplies owner tokens, the clock's
+//! `now` it is given, and the store.
 //!
 //! ```
 //! use intentkey::claim::Response;
@@ -26,34 +28,28 @@
 //! ```
 
 use intentkey::claim::{
-    apply_recovery, decide_recovery, http_answer, recovery_due, ClaimOutcome, HttpAnswer, Lookup,
-    Record, RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS,
+    http_answer, owner_token, ClaimFlow, ClaimOutcome, DueFlow, EffectResult, FinishFlow, Finished,
+    Lookup, PurgeFlow, RecoverFlow, Recovered, RecoveryAction, RecoveryRules, Response, Rules,
+    OWNER_TOKEN_BYTES,
 };
 
-use crate::{claim, Store, StoreError};
+pub use intentkey::claim::Attempt;
 
-/// One attempt at an intent: its key and payload fingerprint.
-#[derive(Clone, Debug)]
-pub struct Attempt {
-    /// The intent's idempotency key.
-    pub key: String,
-    /// The payload fingerprint.
-    pub fingerprint: String,
-    /// The tenant.
-    pub tenant_id: String,
-    /// The action type.
-    pub action_type: String,
-}
+use crate::{run_flow, Store, StoreError};
 
 /// What a run answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunAnswer {
     /// What the claim decided.
     pub outcome: ClaimOutcome,
+    /// What finishing did, when this attempt owned the effect.
+    pub finished: Option<Finished>,
     /// HTTP status.
     pub status: u16,
     /// Media type.
     pub content_type: String,
+    /// Replayed or stored headers.
+    pub headers: Vec<(String, String)>,
     /// Body.
     pub body: String,
     /// Whether the body is a replay of a stored response.
@@ -61,144 +57,37 @@ pub struct RunAnswer {
 }
 
 impl RunAnswer {
-    fn from_http(outcome: ClaimOutcome, answer: HttpAnswer) -> Self {
+    fn owned(finished: Finished, response: Response) -> Self {
         RunAnswer {
-            outcome,
-            status: answer.status,
-            content_type: answer.content_type,
-            body: answer.body,
-            replayed: answer.replayed,
-        }
-    }
-}
-
-/// Runs effects at most once per key, against one store.
-pub struct Guard<'s> {
-    store: &'s dyn Store,
-    ttl_seconds: i64,
-}
-
-impl<'s> Guard<'s> {
-    /// A guard keeping done records for the default 24 hours.
-    pub fn new(store: &'s dyn Store) -> Self {
-        Guard {
-            store,
-            ttl_seconds: DEFAULT_TTL_SECONDS,
-        }
-    }
-
-    /// Keeps done records for `ttl_seconds`: set it to the worst redelivery
-    /// horizon of the callers.
-    #[must_use]
-    pub fn with_ttl(mut self, ttl_seconds: i64) -> Self {
-        self.ttl_seconds = ttl_seconds;
-        self
-    }
-
-    /// Claims, runs `effect` with the key if this attempt owns it, stores and
-    /// returns its response; otherwise answers from the store (replay, 409, 422).
-    ///
-    /// # Errors
-    /// A store failure. If the claim fails nothing ran. If storing the
-    /// response fails, the record stays `in_flight` (never released), and
-    /// recovery settles it by asking the destination.
-    pub fn run(
-        &self,
-        attempt: &Attempt,
-        now: i64,
-        effect: impl FnOnce(&str) -> Response,
-    ) -> Result<RunAnswer, StoreError> {
-        let record = Record::in_flight(
-            &attempt.key,
-            &attempt.fingerprint,
-            &attempt.tenant_id,
-            &attempt.action_type,
-            now,
-        );
-        let outcome = claim(self.store, &record)?;
-        if let Some(answer) = http_answer(&outcome) {
-            return Ok(RunAnswer::from_http(outcome, answer));
-        }
-        let response = effect(&attempt.key);
-        self.complete(record, response.clone(), now)?;
-        Ok(RunAnswer {
-            outcome,
+            outcome: ClaimOutcome::Owned,
+            finished: Some(finished),
             status: response.status,
             content_type: response.content_type,
+            headers: response.headers,
             body: response.body,
             replayed: false,
-        })
-    }
-
-    /// Completes an owned record with the effect's response.
-    ///
-    /// # Errors
-    /// A store failure.
-    pub fn complete(
-        &self,
-        mut record: Record,
-        response: Response,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        record.complete(response, now, self.ttl_seconds);
-        self.store.replace_in_flight(&record)
-    }
-
-    /// Recovers `in_flight` records that are due (see
-    /// [`intentkey::claim::recovery_due`]): asks the destination through
-    /// `gateway` with the same key and applies the core's decision. A
-    /// read-your-writes `absent` re-runs the effect through `reexecute` (same
-    /// key); `unknown` never does.
-    ///
-    /// # Errors
-    /// A store failure.
-    pub fn recover_due(
-        &self,
-        gateway: &dyn Gateway,
-        now: i64,
-        stale_after: i64,
-        mut reexecute: Option<&mut dyn FnMut(&Record) -> Response>,
-    ) -> Result<Vec<(String, RecoveryAction)>, StoreError> {
-        let mut done = Vec::new();
-        for record in self.store.list(Some(Status::InFlight), 10_000)? {
-            if !recovery_due(&record, now, stale_after) {
-                continue;
-            }
-            let again: Option<&mut dyn FnMut(&Record) -> Response> = match reexecute.as_mut() {
-                Some(run) => Some(&mut **run),
-                None => None,
-            };
-            let action = self.recover_one(gateway, record.clone(), now, again)?;
-            done.push((record.key, action));
         }
-        Ok(done)
     }
+}
 
-    /// Asks the destination about one `in_flight` record and applies the answer.
-    /// Without `reexecute`, a `ReExecute` decision is returned and the record
-    /// left `in_flight` for its owner to run again (with the same key).
-    ///
-    /// # Errors
-    /// A store failure.
-    pub fn recover_one(
-        &self,
-        gateway: &dyn Gateway,
-        mut record: Record,
-        now: i64,
-        reexecute: Option<&mut dyn FnMut(&Record) -> Response>,
-    ) -> Result<RecoveryAction, StoreError> {
-        let lookup = gateway.lookup(&record.key);
-        let action = decide_recovery(&record, &lookup, gateway.read_your_writes(), now);
-        if apply_recovery(&mut record, &action, now, self.ttl_seconds) {
-            self.store.replace_in_flight(&record)?;
-        } else if let Some(run) = reexecute {
-            // The core's re-execute: run the effect again, same key, then complete.
-            let response = run(&record);
-            record.complete(response, now, self.ttl_seconds);
-            self.store.replace_in_flight(&record)?;
-        }
-        Ok(action)
-    }
+/// A claim this process owns: finish it with [`Guard::finish`] and this token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    /// What the claim decided.
+    pub outcome: ClaimOutcome,
+    /// The owner token this claim wrote (meaningful when owned).
+    pub owner_token: String,
+}
+
+/// What a recovery did, and the token that now owns a taken-over record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// What the core's recovery flow did.
+    pub outcome: Recovered,
+    /// The new owner token (meaningful after an applied re-execute).
+    pub owner_token: String,
+    /// What finishing the re-execution did, when the guard ran it.
+    pub finished: Option<Finished>,
 }
 
 /// The destination, as recovery sees it.
@@ -208,4 +97,221 @@ pub trait Gateway {
     /// Whether an `absent` answer can be trusted (the destination documents
     /// read-your-writes); otherwise `absent` counts as unknown.
     fn read_your_writes(&self) -> bool;
+}
+
+/// A fresh owner token from the operating system's randomness.
+///
+/// # Errors
+/// When the system has no randomness to give (`store-failed`).
+pub fn new_owner_token() -> Result<String, StoreError> {
+    let mut bytes = [0u8; OWNER_TOKEN_BYTES];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::fatal(format!("no randomness for an owner token: {e}")))?;
+    Ok(owner_token(bytes))
+}
+
+/// Runs effects at most once per key, against one store.
+pub struct Guard<'s> {
+    store: &'s dyn Store,
+    rules: Rules,
+    stale_after: i64,
+}
+
+impl<'s> Guard<'s> {
+    /// A guard with the documented default rules: done records kept 24 hours,
+    /// 429 and 503 release the claim, durable completions, recovery after 5
+    /// minutes in flight.
+    pub fn new(store: &'s dyn Store) -> Self {
+        Guard {
+            store,
+            rules: Rules::default(),
+            stale_after: intentkey::claim::DEFAULT_STALE_AFTER_SECONDS,
+        }
+    }
+
+    /// Keeps done records for `ttl_seconds`: set it to the worst redelivery
+    /// horizon of the callers.
+    #[must_use]
+    pub fn with_ttl(mut self, ttl_seconds: i64) -> Self {
+        self.rules.ttl_seconds = ttl_seconds;
+        self
+    }
+
+    /// Uses these outcome rules (TTL, release statuses, fast completion).
+    #[must_use]
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// Recovery leaves records claimed less than `seconds` ago alone.
+    #[must_use]
+    pub fn with_stale_after(mut self, seconds: i64) -> Self {
+        self.stale_after = seconds;
+        self
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// Claims `attempt` at `now` with a fresh owner token.
+    ///
+    /// # Errors
+    /// A store failure: nothing is owned, do not run the effect.
+    pub fn claim(&self, attempt: &Attempt, now: i64) -> Result<Claimed, StoreError> {
+        let owner_token = new_owner_token()?;
+        let outcome = run_flow(self.store, ClaimFlow::new(attempt, &owner_token, now), None)?;
+        Ok(Claimed {
+            outcome,
+            owner_token,
+        })
+    }
+
+    /// Finishes an owned claim by the effect's outcome class, fenced on the
+    /// owner token.
+    ///
+    /// # Errors
+    /// A store failure: the record stays `in_flight` (never released), and
+    /// recovery settles it by asking the destination.
+    pub fn finish(
+        &self,
+        key: &str,
+        owner_token: &str,
+        result: EffectResult,
+        now: i64,
+    ) -> Result<Finished, StoreError> {
+        run_flow(
+            self.store,
+            FinishFlow::new(key, owner_token, result, now, &self.rules),
+            None,
+        )
+    }
+
+    /// Claims, runs `effect` with the key if this attempt owns it, and
+    /// finishes by its outcome class; otherwise answers from the store
+    /// (replay, 409, 422). The effect's answer is terminal unless its status
+    /// is a release status.
+    ///
+    /// # Errors
+    /// A store failure (see [`Guard::claim`] and [`Guard::finish`]).
+    pub fn run(
+        &self,
+        attempt: &Attempt,
+        now: i64,
+        effect: impl FnOnce(&str) -> Response,
+    ) -> Result<RunAnswer, StoreError> {
+        self.run_with(attempt, now, |key| EffectResult::Answered(effect(key)))
+            .map(|(answer, _)| answer)
+    }
+
+    /// As [`Guard::run`], with an effect that reports its outcome class
+    /// itself: `Refused` (nothing happened) releases the claim, `Failed`
+    /// leaves it `in_flight`. Also returns the effect's result when it ran.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn run_with(
+        &self,
+        attempt: &Attempt,
+        now: i64,
+        effect: impl FnOnce(&str) -> EffectResult,
+    ) -> Result<(RunAnswer, Option<EffectResult>), StoreError> {
+        let claimed = self.claim(attempt, now)?;
+        if let Some(answer) = http_answer(&claimed.outcome) {
+            return Ok((
+                RunAnswer {
+                    outcome: claimed.outcome,
+                    finished: None,
+                    status: answer.status,
+                    content_type: answer.content_type,
+                    headers: answer.headers,
+                    body: answer.body,
+                    replayed: answer.replayed,
+                },
+                None,
+            ));
+        }
+        let result = effect(&attempt.key);
+        let finished = self.finish(&attempt.key, &claimed.owner_token, result.clone(), now)?;
+        let response = match &result {
+            EffectResult::Answered(r) | EffectResult::Refused(Some(r)) => r.clone(),
+            EffectResult::Refused(None) => Response::json(503, r#"{"error":"not_executed"}"#),
+            EffectResult::Failed => Response::json(500, r#"{"error":"outcome_unknown"}"#),
+        };
+        Ok((RunAnswer::owned(finished, response), Some(result)))
+    }
+
+    /// Recovers one `in_flight` record (the core's recovery flow): leaves it
+    /// alone unless it is due, asks the destination with the same key, and
+    /// writes the decision fenced on the token it read. When the decision is
+    /// an applied re-execute and `reexecute` is given, runs it with the same
+    /// key and finishes with the new token; `unknown` never re-executes.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn recover(
+        &self,
+        key: &str,
+        gateway: &dyn Gateway,
+        now: i64,
+        reexecute: Option<&mut dyn FnMut(&str) -> EffectResult>,
+    ) -> Result<Recovery, StoreError> {
+        let owner_token = new_owner_token()?;
+        let rules = RecoveryRules {
+            stale_after: self.stale_after,
+            read_your_writes: gateway.read_your_writes(),
+            ttl_seconds: self.rules.ttl_seconds,
+        };
+        let outcome = run_flow(
+            self.store,
+            RecoverFlow::new(key, &owner_token, now, &rules),
+            Some(gateway),
+        )?;
+        let finished = match (&outcome, reexecute) {
+            (Recovered::Applied(RecoveryAction::ReExecute), Some(run)) => {
+                Some(self.finish(key, &owner_token, run(key), now)?)
+            }
+            _ => None,
+        };
+        Ok(Recovery {
+            outcome,
+            owner_token,
+            finished,
+        })
+    }
+
+    /// Recovers every `in_flight` record due at `now` (at most `limit`
+    /// read), oldest first; see [`Guard::recover`].
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn recover_due(
+        &self,
+        gateway: &dyn Gateway,
+        now: i64,
+        limit: u32,
+        mut reexecute: Option<&mut dyn FnMut(&str) -> EffectResult>,
+    ) -> Result<Vec<(String, Recovery)>, StoreError> {
+        let keys = run_flow(self.store, DueFlow::new(now, self.stale_after, limit), None)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let again: Option<&mut dyn FnMut(&str) -> EffectResult> = match reexecute.as_mut() {
+                Some(run) => Some(&mut **run),
+                None => None,
+            };
+            let recovery = self.recover(&key, gateway, now, again)?;
+            out.push((key, recovery));
+        }
+        Ok(out)
+    }
+
+    /// Deletes `done` records past their expiry; never `in_flight` ones.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn purge(&self, now: i64) -> Result<u64, StoreError> {
+        run_flow(self.store, PurgeFlow::new(now), None)
+    }
 }

@@ -1,28 +1,33 @@
 //! intentkey's stores and its Guard: where records live and the unique
 //! constraint decides.
 //!
-//! Every store keeps the same record (see `docs/store-schema.md`) and offers
-//! the same few conditional operations; [`claim`] combines them with the
-//! core's decisions. `insert … on conflict do nothing` picks the winner; the
-//! loser reads the row and the core decides what it gets. Never
-//! check-then-insert. [`guard::Guard`] builds on them: it runs an effect at
-//! most once per intent and replays its response.
+//! Every store keeps the same record (the one schema, `intentkey::claim::schema`,
+//! documented in `docs/store-schema.md`) and offers the same few atomic
+//! operations ([`Store`]): an insert that loses on conflict, a read, and
+//! writes fenced on the owner token. The order of those operations is the
+//! core's ([`intentkey::claim::flow`]): [`run_flow`] performs what a flow
+//! asks, and [`guard::Guard`] builds on it to run an effect at most once per
+//! intent and replay its response. No store sequences claims itself.
 //!
 //! Stores: [`MemoryStore`]; `SqliteStore` (cargo feature `sqlite`, on by
 //! default: the embedded store); `PostgresStore` (cargo feature `postgres`:
 //! many app servers share one unique index). [`open`] picks one by URL.
 //!
 //! ```
-//! use intentkey::claim::{ClaimOutcome, Record};
-//! use intentkey_store::{claim, open};
+//! use intentkey::claim::{Attempt, ClaimFlow, ClaimOutcome};
+//! use intentkey_store::{open, run_flow};
 //!
 //! let store = open("memory:")?;
-//! let record = Record::in_flight("k1", "fp", "tenant-1", "pix.send", 1_700_000_000);
-//! assert_eq!(claim(store.as_ref(), &record)?, ClaimOutcome::Owned);
-//! assert_eq!(claim(store.as_ref(), &record)?, ClaimOutcome::InFlight);
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "tenant-1".into(), action_type: "pix.send".into() };
+//! let first = run_flow(store.as_ref(), ClaimFlow::new(&attempt, "owner-a", 1_700_000_000), None)?;
+//! assert_eq!(first, ClaimOutcome::Owned);
+//! let again = run_flow(store.as_ref(), ClaimFlow::new(&attempt, "owner-b", 1_700_000_001), None)?;
+//! assert_eq!(again, ClaimOutcome::InFlight);
 //! # Ok::<(), intentkey_store::StoreError>(())
 //! ```
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod columns;
 pub mod guard;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -32,8 +37,13 @@ mod sqlite;
 
 use std::fmt;
 
-use intentkey::claim::{claim_in, ClaimOutcome, ClaimStore, DriveError, Record, Status};
+use intentkey::claim::{
+    drive, ClaimStore, Completion, DriveError, Flow, FlowError, Lookup, Record, Release,
+    Replacement, Status,
+};
+use intentkey::ErrorCode;
 
+pub use self::guard::Gateway;
 pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
@@ -45,33 +55,44 @@ pub use self::sqlite::SqliteStore;
 #[doc = include_str!("../../../README.md")]
 pub struct RepositoryReadme;
 
-/// A store failure: what went wrong and whether retrying may help.
+/// A store failure: a stable code, what went wrong and whether retrying may help.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError {
+    code: ErrorCode,
     message: String,
-    retryable: bool,
 }
 
 impl StoreError {
-    /// A failure that will not go away by retrying (bad URL, bad schema, bad data).
+    /// A failure that will not go away by retrying (bad URL, bad schema, bad
+    /// data): `store-failed`.
     pub fn fatal(message: impl Into<String>) -> Self {
         StoreError {
+            code: ErrorCode::StoreFailed,
             message: message.into(),
-            retryable: false,
         }
     }
 
-    /// A failure that may pass (the server is restarting, the connection dropped).
+    /// A failure that may pass (the server is restarting, the connection
+    /// dropped, the database is busy): `store-unavailable`.
     pub fn retryable(message: impl Into<String>) -> Self {
         StoreError {
+            code: ErrorCode::StoreUnavailable,
             message: message.into(),
-            retryable: true,
         }
     }
 
     /// Whether retrying the operation may succeed.
     pub fn is_retryable(&self) -> bool {
-        self.retryable
+        matches!(
+            self.code,
+            ErrorCode::StoreUnavailable | ErrorCode::RecordVanished
+        )
+    }
+
+    /// The stable code: `store-unavailable`, `store-failed`, `record-vanished`
+    /// or `flow-misuse`.
+    pub fn code(&self) -> ErrorCode {
+        self.code
     }
 
     /// The message.
@@ -83,7 +104,7 @@ impl StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
-        if self.retryable {
+        if self.is_retryable() {
             f.write_str(" (retryable: nothing was lost; try again)")?;
         }
         Ok(())
@@ -92,14 +113,34 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
-/// The operations every store offers. Each is one atomic statement.
+impl From<FlowError> for StoreError {
+    fn from(e: FlowError) -> Self {
+        StoreError {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<DriveError<StoreError>> for StoreError {
+    fn from(e: DriveError<StoreError>) -> Self {
+        match e {
+            DriveError::Store(e) => e,
+            DriveError::Flow(e) => e.into(),
+        }
+    }
+}
+
+/// The operations every store offers, each one atomic statement. The fenced
+/// writes compare the owner token (and, for recovery writes, the look-up
+/// count) and report whether they wrote. The core decides their order.
 pub trait Store: Send + Sync {
     /// Inserts `record` unless its key exists (`insert … on conflict do
     /// nothing`); `true` when this call inserted it.
     ///
     /// # Errors
     /// When the store cannot be reached or refuses the write.
-    fn insert_if_absent(&self, record: &Record) -> Result<bool, StoreError>;
+    fn insert(&self, record: &Record) -> Result<bool, StoreError>;
 
     /// Reads one record.
     ///
@@ -107,16 +148,27 @@ pub trait Store: Send + Sync {
     /// When the store cannot be reached or holds a malformed row.
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError>;
 
-    /// Overwrites the mutable fields (status, response, expiry, look-ups) of
-    /// the stored record with `record`'s, only if the stored one is still
-    /// `in_flight`; `true` when it did. Completion and recovery both use it,
-    /// so a late completion never overwrites a recovered record.
+    /// Completes an `in_flight` record still owned by `completion.owner_token`.
     ///
     /// # Errors
     /// When the store cannot be reached or refuses the write.
-    fn replace_in_flight(&self, record: &Record) -> Result<bool, StoreError>;
+    fn complete(&self, completion: &Completion) -> Result<bool, StoreError>;
 
-    /// Records with `status` (all when `None`), oldest first, at most `limit`.
+    /// Writes a recovery decision over an `in_flight` record still owned by
+    /// `expected_token` with `expected_lookups` look-ups made.
+    ///
+    /// # Errors
+    /// When the store cannot be reached or refuses the write.
+    fn replace(&self, replacement: &Replacement) -> Result<bool, StoreError>;
+
+    /// Deletes an `in_flight` record still owned by `release.owner_token`.
+    ///
+    /// # Errors
+    /// When the store cannot be reached or refuses the delete.
+    fn release(&self, release: &Release) -> Result<bool, StoreError>;
+
+    /// Records with `status` (all when `None`), oldest first (`created_at`,
+    /// then key), at most `limit`.
     ///
     /// # Errors
     /// When the store cannot be reached.
@@ -130,39 +182,47 @@ pub trait Store: Send + Sync {
     fn purge(&self, now: i64) -> Result<u64, StoreError>;
 }
 
-/// Claims `record.key`: inserts `record` (`in_flight`) unless the key exists;
-/// otherwise the core decides from the stored record.
-///
-/// # Errors
-/// The store's errors. A claim that errs owns nothing: do not run the effect.
-pub fn claim(store: &dyn Store, record: &Record) -> Result<ClaimOutcome, StoreError> {
-    claim_in(&mut Driven(store), record).map_err(driven)
-}
-
 /// Lets the core drive a [`Store`] (`intentkey::claim::ClaimStore`).
 pub struct Driven<'s>(pub &'s dyn Store);
 
 impl ClaimStore for Driven<'_> {
     type Error = StoreError;
-    fn insert_if_absent(&mut self, record: &Record) -> Result<bool, StoreError> {
-        self.0.insert_if_absent(record)
+    fn insert(&mut self, record: &Record) -> Result<bool, StoreError> {
+        self.0.insert(record)
     }
     fn get(&mut self, key: &str) -> Result<Option<Record>, StoreError> {
         self.0.get(key)
     }
-    fn replace_in_flight(&mut self, record: &Record) -> Result<bool, StoreError> {
-        self.0.replace_in_flight(record)
+    fn complete(&mut self, completion: &Completion) -> Result<bool, StoreError> {
+        self.0.complete(completion)
+    }
+    fn replace(&mut self, replacement: &Replacement) -> Result<bool, StoreError> {
+        self.0.replace(replacement)
+    }
+    fn release(&mut self, release: &Release) -> Result<bool, StoreError> {
+        self.0.release(release)
+    }
+    fn list(&mut self, status: Status, limit: u32) -> Result<Vec<Record>, StoreError> {
+        self.0.list(Some(status), limit as usize)
+    }
+    fn purge(&mut self, now: i64) -> Result<u64, StoreError> {
+        self.0.purge(now)
     }
 }
 
-/// A drive failure as a store error.
-pub fn driven(e: DriveError<StoreError>) -> StoreError {
-    match e {
-        DriveError::Store(e) => e,
-        DriveError::Vanished => {
-            StoreError::retryable("the record was purged three times during its claim")
-        }
-    }
+/// Runs one of the core's flows to its end on `store`; `gateway` answers the
+/// destination look-ups of a recovery (without one, every look-up is
+/// `unknown`, which never re-executes).
+///
+/// # Errors
+/// The store's errors, or the flow's (`record-vanished`, `flow-misuse`).
+pub fn run_flow<F: Flow>(
+    store: &dyn Store,
+    flow: F,
+    gateway: Option<&dyn Gateway>,
+) -> Result<F::Output, StoreError> {
+    let mut ask = |key: &str| gateway.map_or(Lookup::Unknown, |g| g.lookup(key));
+    drive(flow, &mut Driven(store), &mut ask).map_err(StoreError::from)
 }
 
 /// Opens a store by URL: `memory:`, `sqlite:PATH` or `postgres://…`.
@@ -217,70 +277,3 @@ fn missing_feature(scheme: &str, feature: &str) -> StoreError {
     ))
 }
 
-/// Builds a record from stored columns (shared by the SQL stores).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn record_from_columns(
-    key: String,
-    fingerprint: String,
-    tenant_id: String,
-    action_type: String,
-    status: &str,
-    response: (Option<i64>, Option<String>, Option<String>),
-    created_at: i64,
-    expires_at: Option<i64>,
-    lookups: i64,
-    next_lookup_at: Option<i64>,
-) -> Result<Record, StoreError> {
-    let status = Status::parse(status).ok_or_else(|| {
-        StoreError::fatal(format!("record {key} has an unknown status {status:?}"))
-    })?;
-    let response = match response {
-        (Some(code), content_type, body) => Some(intentkey::claim::Response {
-            status: u16::try_from(code).map_err(|_| {
-                StoreError::fatal(format!("record {key} has response status {code}"))
-            })?,
-            content_type: content_type.unwrap_or_default(),
-            body: body.unwrap_or_default(),
-        }),
-        (None, ..) => None,
-    };
-    Ok(Record {
-        key,
-        fingerprint,
-        tenant_id,
-        action_type,
-        status,
-        response,
-        created_at,
-        expires_at,
-        lookups: u32::try_from(lookups).unwrap_or(u32::MAX),
-        next_lookup_at,
-    })
-}
-
-/// The version-1 schema, in the SQL both SQLite and PostgreSQL accept.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) const SCHEMA_V1: &str = "
-CREATE TABLE IF NOT EXISTS intentkey_records (
-    key                   TEXT PRIMARY KEY,
-    fingerprint           TEXT NOT NULL,
-    tenant_id             TEXT NOT NULL,
-    action_type           TEXT NOT NULL,
-    status                TEXT NOT NULL CHECK (status IN ('in_flight', 'done', 'needs_reconciliation')),
-    response_status       INTEGER,
-    response_content_type TEXT,
-    response_body         TEXT,
-    created_at            BIGINT NOT NULL,
-    expires_at            BIGINT,
-    lookups               INTEGER NOT NULL DEFAULT 0,
-    next_lookup_at        BIGINT
-);
-CREATE INDEX IF NOT EXISTS intentkey_records_expiry ON intentkey_records (expires_at);
-";
-
-/// The columns in the order the SQL stores select them.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) const COLUMNS: &str =
-    "key, fingerprint, tenant_id, action_type, status, response_status, \
-     response_content_type, response_body, created_at, expires_at, lookups, next_lookup_at";

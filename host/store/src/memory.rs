@@ -1,20 +1,21 @@
-//! An in-process store, for tests and single-process tools.
+//! An in-process store, for tests and single-process tools: the core's
+//! reference store (`MemoryClaims`) behind a mutex.
 
-use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use intentkey::claim::{purgeable, Record, Status};
+use intentkey::claim::{ClaimStore, Completion, MemoryClaims, Record, Release, Replacement, Status};
 
 use super::{Store, StoreError};
 
-/// Records in a mutex-guarded map: the map's key uniqueness is the constraint.
+/// Records in a mutex-guarded map: the map's key uniqueness is the
+/// constraint, and every fenced condition is the core's `MemoryClaims`.
 #[derive(Default)]
 pub struct MemoryStore {
-    records: Mutex<BTreeMap<String, Record>>,
+    records: Mutex<MemoryClaims>,
 }
 
 impl MemoryStore {
-    fn records(&self) -> MutexGuard<'_, BTreeMap<String, Record>> {
+    fn records(&self) -> MutexGuard<'_, MemoryClaims> {
         // A panic elsewhere cannot leave a record half-written (each operation
         // is one map call), so a poisoned lock is safe to keep using.
         self.records
@@ -23,53 +24,45 @@ impl MemoryStore {
     }
 }
 
+fn ok<T>(r: Result<T, std::convert::Infallible>) -> Result<T, StoreError> {
+    r.map_err(|never| match never {})
+}
+
 impl Store for MemoryStore {
-    fn insert_if_absent(&self, record: &Record) -> Result<bool, StoreError> {
-        let mut records = self.records();
-        if records.contains_key(&record.key) {
-            return Ok(false);
-        }
-        records.insert(record.key.clone(), record.clone());
-        Ok(true)
+    fn insert(&self, record: &Record) -> Result<bool, StoreError> {
+        ok(self.records().insert(record))
     }
 
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
-        Ok(self.records().get(key).cloned())
+        ok(self.records().get(key))
     }
 
-    fn replace_in_flight(&self, record: &Record) -> Result<bool, StoreError> {
-        let mut records = self.records();
-        match records.get_mut(&record.key) {
-            Some(stored) if stored.status == Status::InFlight => {
-                *stored = Record {
-                    fingerprint: stored.fingerprint.clone(),
-                    tenant_id: stored.tenant_id.clone(),
-                    action_type: stored.action_type.clone(),
-                    created_at: stored.created_at,
-                    ..record.clone()
-                };
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+    fn complete(&self, completion: &Completion) -> Result<bool, StoreError> {
+        ok(self.records().complete(completion))
+    }
+
+    fn replace(&self, replacement: &Replacement) -> Result<bool, StoreError> {
+        ok(self.records().replace(replacement))
+    }
+
+    fn release(&self, release: &Release) -> Result<bool, StoreError> {
+        ok(self.records().release(release))
     }
 
     fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
-        let mut out: Vec<Record> = self
+        let records = self.records();
+        let mut out: Vec<Record> = records
             .records()
             .values()
             .filter(|r| status.is_none_or(|s| r.status == s))
             .cloned()
             .collect();
-        out.sort_by_key(|r| r.created_at);
+        out.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
         out.truncate(limit);
         Ok(out)
     }
 
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
-        let mut records = self.records();
-        let before = records.len();
-        records.retain(|_, r| !purgeable(r, now));
-        Ok((before - records.len()) as u64)
+        ok(self.records().purge(now))
     }
 }

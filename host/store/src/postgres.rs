@@ -1,25 +1,29 @@
 //! PostgreSQL: the production store. Many app servers share one unique index.
 
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use intentkey::claim::{Record, Status};
-use std::collections::HashMap;
-
+use intentkey::claim::schema::{
+    headers_to_column, migrations, migrations_table, MIGRATION_LOCK, SCHEMA_VERSION,
+};
+use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use postgres::types::ToSql;
-use postgres::{Client, NoTls, Row, Statement};
+use postgres::{Client, NoTls, Statement};
 
-use super::{record_from_columns, Store, StoreError, COLUMNS, SCHEMA_V1};
+use super::columns::{Row, COLUMNS};
+use super::{Store, StoreError};
 
-/// The advisory lock that serializes schema migrations across processes.
-const MIGRATION_LOCK: i64 = 7_316_502_411;
-
-/// One connection to PostgreSQL, re-established after the server restarts.
-/// An operation that meets a dropped connection fails with a retryable
-/// error (nothing half-done: every operation is one statement); the next
-/// operation reconnects.
+/// Connections to PostgreSQL, re-established after the server restarts. An
+/// operation that meets a dropped connection fails with a retryable error
+/// (nothing half-done: every operation is one statement); the next operation
+/// reconnects. Fast completions (`Rules::fast_completion`) use a second
+/// connection with `synchronous_commit = off`: the commit returns before the
+/// WAL reaches the disk, and a completion lost in a crash leaves the record
+/// `in_flight` for recovery.
 pub struct PostgresStore {
     url: String,
     client: Mutex<Option<Connection>>,
+    fast: Mutex<Option<Connection>>,
 }
 
 /// A connection and its prepared statements: each is prepared once per
@@ -49,9 +53,24 @@ impl Connection {
     }
 }
 
-const GET_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, status, response_status, \
-     response_content_type, response_body, created_at, expires_at, lookups, next_lookup_at \
+const GET_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, status, owner_token, response_status, \
+     response_content_type, response_headers, response_body, created_at, expires_at, lookups, next_lookup_at \
      FROM intentkey_records WHERE key = $1";
+
+const INSERT_SQL: &str = "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 0) ON CONFLICT (key) DO NOTHING";
+
+const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = $3, \
+     response_content_type = $4, response_headers = $5, response_body = $6, expires_at = $7, \
+     next_lookup_at = NULL WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
+
+const REPLACE_SQL: &str = "UPDATE intentkey_records SET status = $4, owner_token = $5, response_status = $6, \
+     response_content_type = $7, response_headers = $8, response_body = $9, created_at = $10, \
+     expires_at = $11, lookups = $12, next_lookup_at = $13 \
+     WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3";
+
+const RELEASE_SQL: &str =
+    "DELETE FROM intentkey_records WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
 
 fn err(e: &postgres::Error) -> StoreError {
     let closed = e.is_closed()
@@ -70,73 +89,102 @@ fn err(e: &postgres::Error) -> StoreError {
     }
 }
 
-fn row_to_record(row: &Row) -> Result<Record, StoreError> {
+fn read_row(row: &postgres::Row) -> Result<Record, StoreError> {
     let get_i32 = |i: usize| -> Option<i64> { row.get::<_, Option<i32>>(i).map(i64::from) };
-    record_from_columns(
-        row.get(0),
-        row.get(1),
-        row.get(2),
-        row.get(3),
-        &row.get::<_, String>(4),
-        (get_i32(5), row.get(6), row.get(7)),
-        row.get(8),
-        row.get(9),
-        i64::from(row.get::<_, i32>(10)),
-        row.get(11),
-    )
+    Row {
+        key: row.get(0),
+        fingerprint: row.get(1),
+        tenant_id: row.get(2),
+        action_type: row.get(3),
+        status: row.get(4),
+        owner_token: row.get(5),
+        response_status: get_i32(6),
+        response_content_type: row.get(7),
+        response_headers: row.get(8),
+        response_body: row.get(9),
+        created_at: row.get(10),
+        expires_at: row.get(11),
+        lookups: i64::from(row.get::<_, i32>(12)),
+        next_lookup_at: row.get(13),
+    }
+    .into_record()
+}
+
+fn lock(slot: &Mutex<Option<Connection>>) -> MutexGuard<'_, Option<Connection>> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl PostgresStore {
-    /// Connects and applies the schema migration (once, under an advisory lock).
+    /// Connects and applies every missing migration of the one schema (in one
+    /// transaction under the shared advisory lock).
     ///
     /// # Errors
-    /// When the server cannot be reached or the migration fails.
+    /// When the server cannot be reached, the migration fails, or the
+    /// database holds a newer schema.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let store = PostgresStore {
             url: url.to_owned(),
             client: Mutex::new(None),
+            fast: Mutex::new(None),
         };
-        store.with_client(|client| {
+        let newer = store.with(&store.client, "", |client| {
             let mut tx = client.client.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
-            tx.batch_execute(
-                "CREATE TABLE IF NOT EXISTS intentkey_schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)",
-            )?;
-            let applied = tx
-                .query_opt("SELECT version FROM intentkey_schema_migrations WHERE version = 1", &[])?
-                .is_some();
-            if !applied {
-                tx.batch_execute(SCHEMA_V1)?;
-                tx.execute(
-                    "INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES (1, extract(epoch from now())::bigint)",
+            tx.batch_execute(&migrations_table())?;
+            let version: i32 = tx
+                .query_one(
+                    "SELECT coalesce(max(version), 0) FROM intentkey_schema_migrations",
                     &[],
+                )?
+                .get(0);
+            if i64::from(version) > i64::from(SCHEMA_VERSION) {
+                return Ok(Some(version));
+            }
+            for migration in migrations() {
+                if i64::from(migration.version) <= i64::from(version) {
+                    continue;
+                }
+                for statement in &migration.statements {
+                    tx.batch_execute(statement)?;
+                }
+                let v = i32::try_from(migration.version).unwrap_or(i32::MAX);
+                tx.execute(
+                    "INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES ($1, extract(epoch from now())::bigint)",
+                    &[&v],
                 )?;
             }
-            tx.commit()
+            tx.commit()?;
+            Ok(None)
         })?;
+        if let Some(version) = newer {
+            return Err(StoreError::fatal(format!(
+                "postgres: the database has schema version {version}; this build knows {SCHEMA_VERSION}: upgrade intentkey"
+            )));
+        }
         Ok(store)
     }
 
-    fn client(&self) -> MutexGuard<'_, Option<Connection>> {
-        self.client
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Runs `f` on the connection, connecting first when there is none; a
-    /// connection that failed is dropped so the next call reconnects.
-    fn with_client<T>(
+    /// Runs `f` on the connection in `slot`, connecting first when there is
+    /// none (then running `setup`); a connection that failed is dropped so
+    /// the next call reconnects.
+    fn with<T>(
         &self,
+        slot: &Mutex<Option<Connection>>,
+        setup: &str,
         f: impl FnOnce(&mut Connection) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        let mut slot = self.client();
+        let mut slot = lock(slot);
         if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
-            let client = Client::connect(&self.url, NoTls).map_err(|e| {
+            let mut client = Client::connect(&self.url, NoTls).map_err(|e| {
                 StoreError::retryable(format!(
                     "postgres: cannot connect to {}: {e}",
                     redact(&self.url)
                 ))
             })?;
+            if !setup.is_empty() {
+                client.batch_execute(setup).map_err(|e| err(&e))?;
+            }
             *slot = Some(Connection {
                 client,
                 statements: HashMap::new(),
@@ -156,6 +204,13 @@ impl PostgresStore {
             }
         }
     }
+
+    fn with_client<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        self.with(&self.client, "", f)
+    }
 }
 
 /// The URL without a password, for messages.
@@ -171,12 +226,11 @@ fn redact(url: &str) -> String {
 }
 
 impl Store for PostgresStore {
-    fn insert_if_absent(&self, r: &Record) -> Result<bool, StoreError> {
+    fn insert(&self, r: &Record) -> Result<bool, StoreError> {
         self.with_client(|c| {
             c.execute(
-                "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, created_at, lookups) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 0) ON CONFLICT (key) DO NOTHING",
-                &[&r.key, &r.fingerprint, &r.tenant_id, &r.action_type, &r.status.as_str(), &r.created_at],
+                INSERT_SQL,
+                &[&r.key, &r.fingerprint, &r.tenant_id, &r.action_type, &r.status.as_str(), &r.owner_token, &r.created_at],
             )
         })
         .map(|n| n == 1)
@@ -187,24 +241,51 @@ impl Store for PostgresStore {
             let st = c.prepared(GET_SQL)?;
             c.client.query_opt(&st, &[&key])
         })?;
-        row.as_ref().map(row_to_record).transpose()
+        row.as_ref().map(read_row).transpose()
     }
 
-    fn replace_in_flight(&self, r: &Record) -> Result<bool, StoreError> {
-        let response = r.response.as_ref();
+    fn complete(&self, x: &Completion) -> Result<bool, StoreError> {
+        let status = i32::from(x.response.status);
+        let headers = headers_to_column(&x.response.headers);
+        let run = |c: &mut Connection| {
+            c.execute(
+                COMPLETE_SQL,
+                &[&x.key, &x.owner_token, &status, &x.response.content_type, &headers, &x.response.body, &x.expires_at],
+            )
+        };
+        let n = if x.fast {
+            self.with(&self.fast, "SET synchronous_commit = off", run)?
+        } else {
+            self.with_client(run)?
+        };
+        Ok(n == 1)
+    }
+
+    fn replace(&self, r: &Replacement) -> Result<bool, StoreError> {
+        let next = &r.record;
+        let response = next.response.as_ref();
         let status = response.map(|x| i32::from(x.status));
         let content_type = response.map(|x| x.content_type.as_str());
+        let headers = response.and_then(|x| headers_to_column(&x.headers));
         let body = response.map(|x| x.body.as_str());
-        let lookups = i32::try_from(r.lookups).unwrap_or(i32::MAX);
+        let expected_lookups = i32::try_from(r.expected_lookups).unwrap_or(i32::MAX);
+        let lookups = i32::try_from(next.lookups).unwrap_or(i32::MAX);
         self.with_client(|c| {
             c.execute(
-                "UPDATE intentkey_records SET status = $2, response_status = $3, response_content_type = $4, \
-                 response_body = $5, expires_at = $6, lookups = $7, next_lookup_at = $8 \
-                 WHERE key = $1 AND status = 'in_flight'",
-                &[&r.key, &r.status.as_str(), &status, &content_type, &body, &r.expires_at, &lookups, &r.next_lookup_at],
+                REPLACE_SQL,
+                &[
+                    &next.key, &r.expected_token, &expected_lookups, &next.status.as_str(), &next.owner_token,
+                    &status, &content_type, &headers, &body, &next.created_at, &next.expires_at, &lookups,
+                    &next.next_lookup_at,
+                ],
             )
         })
         .map(|n| n == 1)
+    }
+
+    fn release(&self, r: &Release) -> Result<bool, StoreError> {
+        self.with_client(|c| c.execute(RELEASE_SQL, &[&r.key, &r.owner_token]))
+            .map(|n| n == 1)
     }
 
     fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
@@ -219,7 +300,7 @@ impl Store for PostgresStore {
                 &[&status, &limit],
             )
         })?;
-        rows.iter().map(row_to_record).collect()
+        rows.iter().map(read_row).collect()
     }
 
     fn purge(&self, now: i64) -> Result<u64, StoreError> {

@@ -1,22 +1,25 @@
 //! SQLite: the embedded default (rusqlite, bundled SQLite, durable settings).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use intentkey::claim::{Record, Status};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use intentkey::claim::schema::{headers_to_column, migrations, SCHEMA_VERSION};
+use intentkey::claim::{Completion, Record, Release, Replacement, Status};
+use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{record_from_columns, Store, StoreError, COLUMNS, SCHEMA_V1};
-
-/// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+use super::columns::{Row, COLUMNS};
+use super::{Store, StoreError};
 
 /// A SQLite file shared by any number of processes: WAL journal,
 /// `synchronous = FULL` (a completed record survives power loss), and a busy
-/// timeout so concurrent writers wait instead of failing.
+/// timeout so concurrent writers wait instead of failing. Fast completions
+/// (`Rules::fast_completion`) go through a second connection with
+/// `synchronous = NORMAL`, whose commits do not wait for the disk.
 pub struct SqliteStore {
+    path: PathBuf,
     conn: Mutex<Connection>,
+    fast: Mutex<Option<Connection>>,
 }
 
 fn err(e: rusqlite::Error) -> StoreError {
@@ -33,35 +36,70 @@ fn err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn row_to_record(row: &Row<'_>) -> rusqlite::Result<Result<Record, StoreError>> {
-    Ok(record_from_columns(
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        &row.get::<_, String>(4)?,
-        (row.get(5)?, row.get(6)?, row.get(7)?),
-        row.get(8)?,
-        row.get(9)?,
-        row.get(10)?,
-        row.get(11)?,
-    ))
+fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        key: row.get(0)?,
+        fingerprint: row.get(1)?,
+        tenant_id: row.get(2)?,
+        action_type: row.get(3)?,
+        status: row.get(4)?,
+        owner_token: row.get(5)?,
+        response_status: row.get(6)?,
+        response_content_type: row.get(7)?,
+        response_headers: row.get(8)?,
+        response_body: row.get(9)?,
+        created_at: row.get(10)?,
+        expires_at: row.get(11)?,
+        lookups: row.get(12)?,
+        next_lookup_at: row.get(13)?,
+    })
+}
+
+fn connect(path: &Path, synchronous: &str) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(err)?;
+    conn.busy_timeout(Duration::from_secs(30)).map_err(err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(err)?;
+    conn.pragma_update(None, "synchronous", synchronous)
+        .map_err(err)?;
+    Ok(conn)
+}
+
+const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = ?3, \
+     response_content_type = ?4, response_headers = ?5, response_body = ?6, expires_at = ?7, \
+     next_lookup_at = NULL WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2";
+
+fn complete_on(conn: &Connection, c: &Completion) -> Result<bool, StoreError> {
+    let changed = conn
+        .prepare_cached(COMPLETE_SQL)
+        .and_then(|mut st| {
+            st.execute(params![
+                c.key,
+                c.owner_token,
+                i64::from(c.response.status),
+                c.response.content_type,
+                headers_to_column(&c.response.headers),
+                c.response.body,
+                c.expires_at,
+            ])
+        })
+        .map_err(err)?;
+    Ok(changed == 1)
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database file and migrates it.
+    /// Opens (creating if needed) the database file and migrates it to the
+    /// latest version of the one schema.
     ///
     /// # Errors
     /// When the file cannot be opened, or holds a newer schema.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let conn = Connection::open(path.as_ref()).map_err(err)?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(err)?;
+        let path = path.as_ref().to_path_buf();
+        let conn = connect(&path, "FULL")?;
         let store = SqliteStore {
+            path,
             conn: Mutex::new(conn),
+            fast: Mutex::new(None),
         };
         store.migrate()?;
         Ok(store)
@@ -73,6 +111,8 @@ impl SqliteStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Applies every migration above `PRAGMA user_version`, in one
+    /// `BEGIN IMMEDIATE` transaction (one writer at a time).
     fn migrate(&self) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn
@@ -81,30 +121,35 @@ impl SqliteStore {
         let version: i64 = tx
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(err)?;
-        if version > SCHEMA_VERSION {
+        if version > i64::from(SCHEMA_VERSION) {
             return Err(StoreError::fatal(format!(
                 "sqlite: the database has schema version {version}; this build knows {SCHEMA_VERSION}: upgrade intentkey"
             )));
         }
-        if version < 1 {
-            tx.execute_batch(SCHEMA_V1).map_err(err)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-                .map_err(err)?;
+        for migration in migrations() {
+            if i64::from(migration.version) <= version {
+                continue;
+            }
+            for statement in &migration.statements {
+                tx.execute_batch(statement).map_err(err)?;
+            }
         }
+        tx.pragma_update(None, "user_version", i64::from(SCHEMA_VERSION))
+            .map_err(err)?;
         tx.commit().map_err(err)
     }
 }
 
 impl Store for SqliteStore {
-    fn insert_if_absent(&self, r: &Record) -> Result<bool, StoreError> {
+    fn insert(&self, r: &Record) -> Result<bool, StoreError> {
         let inserted = self
             .conn()
             .prepare_cached(
-                "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, created_at, lookups) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0) ON CONFLICT (key) DO NOTHING",
+                "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0) ON CONFLICT (key) DO NOTHING",
             )
             .and_then(|mut st| {
-                st.execute(params![r.key, r.fingerprint, r.tenant_id, r.action_type, r.status.as_str(), r.created_at])
+                st.execute(params![r.key, r.fingerprint, r.tenant_id, r.action_type, r.status.as_str(), r.owner_token, r.created_at])
             })
             .map_err(err)?;
         Ok(inserted == 1)
@@ -115,34 +160,70 @@ impl Store for SqliteStore {
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM intentkey_records WHERE key = ?1"
             ))
-            .and_then(|mut st| st.query_row(params![key], row_to_record).optional())
+            .and_then(|mut st| st.query_row(params![key], read_row).optional())
             .map_err(err)?
+            .map(Row::into_record)
             .transpose()
     }
 
-    fn replace_in_flight(&self, r: &Record) -> Result<bool, StoreError> {
-        let response = r.response.as_ref();
+    fn complete(&self, c: &Completion) -> Result<bool, StoreError> {
+        if !c.fast {
+            return complete_on(&self.conn(), c);
+        }
+        let mut fast = self
+            .fast
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if fast.is_none() {
+            *fast = Some(connect(&self.path, "NORMAL")?);
+        }
+        match fast.as_ref() {
+            Some(conn) => complete_on(conn, c),
+            None => Err(StoreError::retryable("sqlite: no fast-completion connection")),
+        }
+    }
+
+    fn replace(&self, r: &Replacement) -> Result<bool, StoreError> {
+        let next = &r.record;
+        let response = next.response.as_ref();
         let changed = self
             .conn()
             .prepare_cached(
-                "UPDATE intentkey_records SET status = ?2, response_status = ?3, response_content_type = ?4, \
-                 response_body = ?5, expires_at = ?6, lookups = ?7, next_lookup_at = ?8 \
-                 WHERE key = ?1 AND status = 'in_flight'",
+                "UPDATE intentkey_records SET status = ?4, owner_token = ?5, response_status = ?6, \
+                 response_content_type = ?7, response_headers = ?8, response_body = ?9, created_at = ?10, \
+                 expires_at = ?11, lookups = ?12, next_lookup_at = ?13 \
+                 WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2 AND lookups = ?3",
             )
             .and_then(|mut st| {
                 st.execute(params![
-                    r.key,
-                    r.status.as_str(),
+                    next.key,
+                    r.expected_token,
+                    i64::from(r.expected_lookups),
+                    next.status.as_str(),
+                    next.owner_token,
                     response.map(|x| i64::from(x.status)),
                     response.map(|x| x.content_type.as_str()),
+                    response.and_then(|x| headers_to_column(&x.headers)),
                     response.map(|x| x.body.as_str()),
-                    r.expires_at,
-                    i64::from(r.lookups),
-                    r.next_lookup_at,
+                    next.created_at,
+                    next.expires_at,
+                    i64::from(next.lookups),
+                    next.next_lookup_at,
                 ])
             })
             .map_err(err)?;
         Ok(changed == 1)
+    }
+
+    fn release(&self, r: &Release) -> Result<bool, StoreError> {
+        let deleted = self
+            .conn()
+            .prepare_cached(
+                "DELETE FROM intentkey_records WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2",
+            )
+            .and_then(|mut st| st.execute(params![r.key, r.owner_token]))
+            .map_err(err)?;
+        Ok(deleted == 1)
     }
 
     fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
@@ -158,10 +239,11 @@ impl Store for SqliteStore {
                     status.map(Status::as_str),
                     i64::try_from(limit).unwrap_or(i64::MAX)
                 ],
-                row_to_record,
+                read_row,
             )
             .map_err(err)?;
-        rows.map(|row| row.map_err(err).and_then(|r| r)).collect()
+        rows.map(|row| row.map_err(err).and_then(Row::into_record))
+            .collect()
     }
 
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
