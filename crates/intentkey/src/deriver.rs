@@ -1,5 +1,7 @@
 //! The three key modes and the fingerprint, keyed by one secret under one policy.
 
+use std::sync::OnceLock;
+
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
@@ -68,6 +70,12 @@ impl std::fmt::Display for Fingerprint {
 /// The HMAC is keyed once, when the `Deriver` is made; each key then costs
 /// only the normalization and one pass over the material.
 ///
+/// The keyed HMAC state makes keys as well as the secret does, so it is
+/// treated like the secret: `Debug` redacts it, and dropping a `Deriver`
+/// overwrites it with an unkeyed state. That overwrite is best effort: `hmac`
+/// 0.12 offers no `Zeroize`, and the short-lived copies it makes while
+/// keying and hashing are not wiped.
+///
 /// ```
 /// use intentkey::{Deriver, Intent, Payload, Policy, Secret};
 ///
@@ -101,12 +109,28 @@ impl std::fmt::Debug for Deriver {
     }
 }
 
+impl Drop for Deriver {
+    fn drop(&mut self) {
+        // Overwrite the keyed state with the unkeyed one; `black_box` keeps
+        // the compiler from dropping the write as dead (no unsafe needed).
+        self.mac.clone_from(blank_mac());
+        std::hint::black_box(&self.mac);
+    }
+}
+
+/// The unkeyed HMAC, made once, copied over a dropped `Deriver`'s keyed state.
+fn blank_mac() -> &'static HmacSha256 {
+    static BLANK: OnceLock<HmacSha256> = OnceLock::new();
+    BLANK.get_or_init(unkeyed_hmac)
+}
+
 impl Deriver {
     /// Keys the HMAC with `secret` and takes the policy.
     pub fn new(secret: &Secret, policy: Policy) -> Self {
-        // HMAC accepts keys of any length; new_from_slice cannot fail for it.
-        let mac = <HmacSha256 as Mac>::new_from_slice(secret.expose())
-            .unwrap_or_else(|_| unreachable_hmac());
+        // HMAC accepts keys of any length, so new_from_slice cannot fail; the
+        // fallback keeps the core free of panics all the same.
+        let mac =
+            <HmacSha256 as Mac>::new_from_slice(secret.expose()).unwrap_or_else(|_| unkeyed_hmac());
         Deriver { mac, policy }
     }
 
@@ -296,9 +320,8 @@ impl Deriver {
     }
 }
 
-fn unreachable_hmac() -> HmacSha256 {
-    // Hmac<Sha256> takes keys of every length, so this is never called; it keeps
-    // the core free of panics all the same by keying with an empty secret.
+/// An HMAC keyed with the all-zero block (the same as the empty key).
+fn unkeyed_hmac() -> HmacSha256 {
     <HmacSha256 as hmac::digest::KeyInit>::new(&Default::default())
 }
 

@@ -6,7 +6,11 @@
 //! `{"id":…,"key":"<hex>"}` or `{"id":…,"error":{"code":"…","message":"…"}}`.
 //! Lines are split on `\n` only; U+2028 and U+001C are data.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
 
 use crate::canonical::is_integer_literal;
 use crate::deriver::{Deriver, Intent};
@@ -18,6 +22,10 @@ use crate::secret::Secret;
 
 /// Answers request lines under one policy, reusing the keyed HMAC while
 /// consecutive lines share a secret.
+///
+/// It caches one secret (as the line's hex, and as a keyed [`Deriver`]):
+/// `Debug` shows only how many secrets are cached, and the cached hex is
+/// wiped when it is replaced or the answerer is dropped.
 ///
 /// ```
 /// use intentkey::{Policy, RequestAnswerer};
@@ -33,10 +41,31 @@ use crate::secret::Secret;
 ///     r#"{"id":null,"error":{"code":"invalid-json","message":"the line is not valid JSON (expected ident at line 1 column 2); send one JSON object per line"}}"#
 /// );
 /// ```
-#[derive(Debug)]
 pub struct RequestAnswerer {
     policy: Policy,
-    cached: Option<(String, Deriver)>,
+    cached: Option<Cached>,
+}
+
+/// The secret of the last line that reached derivation, and its keyed HMAC.
+struct Cached {
+    /// The line's `secret_hex`, as sent (wiped on drop).
+    secret_hex: Zeroizing<String>,
+    deriver: Deriver,
+}
+
+impl fmt::Debug for RequestAnswerer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestAnswerer")
+            .field("policy", &self.policy)
+            .field("cached_secrets", &usize::from(self.cached.is_some()))
+            .finish()
+    }
+}
+
+impl fmt::Debug for Cached {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Cached(secret redacted)")
+    }
 }
 
 /// One parsed request line: its `id` to echo and its outcome.
@@ -109,8 +138,9 @@ impl RequestAnswerer {
 
     fn derive(&mut self, mut members: Map<String, Value>) -> Result<Key> {
         let payload_value = members.remove("payload");
-        let secret_hex = match members.get("secret_hex") {
-            Some(Value::String(s)) => s.as_str(),
+        // Taken out of the line's members, so this copy is wiped after use.
+        let secret_hex = match members.remove("secret_hex") {
+            Some(Value::String(s)) => Zeroizing::new(s),
             _ => {
                 return Err(Error::field(
                     ErrorCode::InvalidSecret,
@@ -141,17 +171,22 @@ impl RequestAnswerer {
         })
     }
 
-    fn deriver_for(&mut self, secret_hex: &str) -> Result<&Deriver> {
-        let hit = matches!(&self.cached, Some((hex, _)) if hex == secret_hex);
+    fn deriver_for(&mut self, secret_hex: Zeroizing<String>) -> Result<&Deriver> {
+        // Compared in constant time: the cached secret may be another tenant's.
+        let hit = matches!(
+            &self.cached,
+            Some(cached) if bool::from(cached.secret_hex.as_bytes().ct_eq(secret_hex.as_bytes()))
+        );
         if !hit {
-            let secret = Secret::from_hex(secret_hex)?;
-            self.cached = Some((
-                secret_hex.to_owned(),
-                Deriver::new(&secret, self.policy.clone()),
-            ));
+            let secret = Secret::from_hex(&secret_hex)?;
+            // The entry replaced here wipes its hex and its keyed HMAC.
+            self.cached = Some(Cached {
+                secret_hex,
+                deriver: Deriver::new(&secret, self.policy.clone()),
+            });
         }
         match &self.cached {
-            Some((_, deriver)) => Ok(deriver),
+            Some(cached) => Ok(&cached.deriver),
             None => Err(Error::new(ErrorCode::InvalidSecret, "no secret")),
         }
     }
