@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the Rust benchmark and the Python oracle in one session and prints the ratios.
 
-Usage: python3 bench/compare.py [--rounds N] [--seconds S]
+Usage: python3 bench/compare.py [--rounds N] [--seconds S] [--oracle PATH]
 
 Each round runs `cargo bench -p intentkey --bench derive` and then
 bench/oracle_bench.py, alternating, so both see the same machine load. The
@@ -30,7 +30,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--oracle", default=str(ROOT.parent / "shared" / "oracle" / "seed_reference.py"),
+                        help="path to seed_reference.py, passed to bench/oracle_bench.py")
     args = parser.parse_args()
+    # Checked before the first (minutes long) cargo bench, not after it.
+    if not pathlib.Path(args.oracle).is_file():
+        sys.exit("compare: the reference oracle %s is not there; the comparison needs it: "
+                 "put shared/ beside the clone or pass --oracle PATH" % args.oracle)
     best = {}
     for r in range(args.rounds):
         print("round %d/%d: cargo bench" % (r + 1, args.rounds), file=sys.stderr, flush=True)
@@ -38,7 +44,8 @@ def main():
                         "--warm-up-time", "1", "--measurement-time", str(args.seconds), "--noplot"],
                        cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         print("round %d/%d: oracle" % (r + 1, args.rounds), file=sys.stderr, flush=True)
-        oracle = json.loads(subprocess.run([sys.executable, str(ROOT / "bench" / "oracle_bench.py"), "--seconds", str(args.seconds)],
+        oracle = json.loads(subprocess.run([sys.executable, str(ROOT / "bench" / "oracle_bench.py"), "--seconds", str(args.seconds),
+                                            "--oracle", args.oracle],
                                            check=True, capture_output=True, text=True).stdout)
         for case, figures in oracle.items():
             for name in RUST:

@@ -11,12 +11,17 @@ import hmac
 import importlib.util
 import json
 import pathlib
+import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_ORACLE = ROOT.parent / "shared" / "oracle" / "seed_reference.py"
 
 
 def load_oracle(path):
+    if not pathlib.Path(path).is_file():
+        sys.exit("oracle_bench: the reference oracle %s is not there; this benchmark times it, so it "
+                 "needs it: put shared/ beside the clone or pass --oracle PATH" % path)
     spec = importlib.util.spec_from_file_location("seed_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -45,7 +50,7 @@ def per_call_us(fn, seconds):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--oracle", default=str(ROOT.parent / "shared" / "oracle" / "seed_reference.py"))
+    parser.add_argument("--oracle", default=str(DEFAULT_ORACLE))
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
     oracle = load_oracle(args.oracle)
