@@ -29,6 +29,7 @@ from wasmtime import Config, Engine, Store
 from wasmtime.component import Component, Linker, Record, ResourceAny, Variant
 
 __all__ = [
+    "ERROR_CODES",
     "IntentkeyError",
     "IntentkeyTrap",
     "Keyer",
@@ -61,6 +62,36 @@ _EXPORTS = (
     "answer-lines",
 )
 
+#: Every code an :class:`IntentkeyError` can carry: the cases of the WIT
+#: ``error-code`` enum, the same kebab-case strings as ``intentkey::ErrorCode``
+#: and the npm package's ``ErrorCode`` (crates/intentkey/tests/error_vocabulary.rs
+#: checks that the four agree).
+ERROR_CODES = frozenset({
+    "secret-too-short",
+    "invalid-secret",
+    "invalid-tenant-id",
+    "invalid-action-type",
+    "unknown-action-type",
+    "invalid-epoch",
+    "invalid-payload",
+    "unclassified-fields",
+    "invalid-field-type",
+    "invalid-decimal",
+    "decimal-out-of-range",
+    "invalid-integer",
+    "invalid-currency",
+    "invalid-pix-key",
+    "invalid-intent-id",
+    "invalid-policy",
+    "invalid-json",
+    "invalid-key-length",
+    "invalid-random",
+    "store-unavailable",
+    "store-failed",
+    "record-vanished",
+    "flow-misuse",
+})
+
 #: Fuel (roughly: wasm instructions) one call may burn before it traps.
 #: Far above any real call (a derive costs well under a million), far below a hang.
 DEFAULT_FUEL_PER_CALL = 10_000_000_000
@@ -73,8 +104,8 @@ def default_component_path() -> str:
 
 class IntentkeyError(Exception):
     """An ``error`` returned by the core: a stable kebab-case ``code``
-    (``"unclassified-fields"``...), the ``field`` or policy path at fault (or
-    ``None``) and a ``message``."""
+    (``"unclassified-fields"``..., one of :data:`ERROR_CODES`), the ``field``
+    or policy path at fault (or ``None``) and a ``message``."""
 
     def __init__(self, code: str, field: Optional[str], message: str):
         super().__init__(f"{code}: {message}" + (f" (field {field!r})" if field is not None else ""))
@@ -84,6 +115,14 @@ class IntentkeyError(Exception):
 
     @classmethod
     def _from_record(cls, rec: Any) -> "IntentkeyError":
+        if rec.code not in ERROR_CODES:
+            # A component newer (or older) than this binding: say so, never
+            # pass on a code that callers cannot match.
+            raise RuntimeError(
+                f"the intentkey component reported error code {rec.code!r}, which this binding "
+                f"does not know (message: {rec.message!r}); update py/intentkey_wasm.py "
+                f"ERROR_CODES to match the component's wit/intentkey.wit"
+            )
         return cls(rec.code, rec.field, rec.message)
 
 

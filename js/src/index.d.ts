@@ -2,7 +2,10 @@
 // entry (src/browser.js) export the same key API and `claims`; the guard, the
 // stores and the HTTP middleware are Node only.
 
-/** The stable error codes: the same kebab-case strings as the WIT, the vectors and the CLI. */
+/**
+ * The stable error codes: the same kebab-case strings as the WIT, the vectors and the CLI
+ * (crates/intentkey/tests/error_vocabulary.rs checks this union against the WIT and the core).
+ */
 export type ErrorCode =
   | 'secret-too-short'
   | 'invalid-secret'
@@ -22,7 +25,11 @@ export type ErrorCode =
   | 'invalid-policy'
   | 'invalid-json'
   | 'invalid-key-length'
-  | 'invalid-random';
+  | 'invalid-random'
+  | 'store-unavailable'
+  | 'store-failed'
+  | 'record-vanished'
+  | 'flow-misuse';
 
 /** An error the intentkey core reported. The message never holds a secret. */
 export class IntentkeyError extends Error {
