@@ -3,12 +3,21 @@
 A thin, hand-written binding over ``wasmtime`` (PyPI, pinned in
 ``requirements.txt``). All logic (policy validation, normalization, canonical
 material, HMAC, UUIDs, the JSON-lines contract) lives once, in the Rust core
-compiled to ``dist/intentkey.wasm``. This module only converts Python values
-to component values and back, and supplies the component's two imports:
+compiled to ``dist/intentkey.wasm`` (world ``intentkey``). This module only
+converts Python values to component values and back, and supplies the
+component's imports:
 
-* ``intentkey:core/secrets@0.1.0`` ``get-secret``: answered from a dict that
+* ``intentkey:core/secrets@0.2.0`` ``get-secret``: answered from a dict that
   each :class:`Keyer` fills with its own secret under a private id;
-* ``intentkey:core/random@0.1.0`` ``random-bytes``: ``os.urandom``.
+* ``intentkey:core/random@0.2.0`` ``random-bytes``: ``os.urandom``;
+* ``intentkey:core/store@0.2.0``: the store a :class:`Guard` is driving (a
+  :class:`MemoryStore`), set for the length of each guard call;
+* ``intentkey:core/gateway@0.2.0`` ``ask``: the destination look-up a
+  :meth:`Guard.recover` call was given.
+
+The claim flow itself (the order of store operations, fencing on owner
+tokens, outcome classes, recovery) is the core's, run inside the component
+through its ``guard`` export; this module never sequences a claim.
 
 One compiled component, one ``Store`` and one instance are reused across calls
 (guarded by a lock). If a call traps, or a host import fails, the instance is
@@ -30,9 +39,11 @@ from wasmtime.component import Component, Linker, Record, ResourceAny, Variant
 
 __all__ = [
     "ERROR_CODES",
+    "Guard",
     "IntentkeyError",
     "IntentkeyTrap",
     "Keyer",
+    "MemoryStore",
     "Runtime",
     "answer_lines",
     "default_component_path",
@@ -41,12 +52,14 @@ __all__ = [
     "uuid_key",
 ]
 
-_KEYS = "intentkey:core/keys@0.1.0"
-_SECRETS = "intentkey:core/secrets@0.1.0"
-_RANDOM = "intentkey:core/random@0.1.0"
-_STORE = "intentkey:core/store@0.1.0"
-_GATEWAY = "intentkey:core/gateway@0.1.0"
-_NO_STORE = "no store: this Python binding derives keys only; drive a store through the claims decisions"
+_KEYS = "intentkey:core/keys@0.2.0"
+_GUARD = "intentkey:core/guard@0.2.0"
+_SECRETS = "intentkey:core/secrets@0.2.0"
+_RANDOM = "intentkey:core/random@0.2.0"
+_STORE = "intentkey:core/store@0.2.0"
+_GATEWAY = "intentkey:core/gateway@0.2.0"
+
+_GUARD_EXPORTS = ("claim", "finish", "recover", "due", "purge")
 
 _EXPORTS = (
     "[static]keyer.create",
@@ -204,22 +217,21 @@ class Runtime:
                 secrets.add_func("get-secret", self._get_secret)
             with root.add_instance(_RANDOM) as random:
                 random.add_func("random-bytes", self._random_bytes)
-            # The guard's store and destination: this binding offers none, so
-            # the guard answers with the store error (never a trap), and a
-            # look-up is unknown (which never re-executes).
+            # The guard's store and destination: whatever the running Guard call
+            # set (a call with none set is a bug in this module and traps).
             with root.add_instance(_STORE) as store:
-                store.add_func("insert-if-absent", lambda _s, _record: _NO_STORE)
-                store.add_func("get", lambda _s, _key: _NO_STORE)
-                store.add_func("replace-in-flight", lambda _s, _record: _NO_STORE)
+                for op in ("insert", "get", "complete", "replace", "release", "list", "purge"):
+                    store.add_func(op, self._store_op(op))
             with root.add_instance(_GATEWAY) as gateway:
-                gateway.add_func("ask", lambda _s, _key: Variant("unknown"))
-                gateway.add_func("read-your-writes", lambda _s: False)
+                gateway.add_func("ask", self._ask)
         # `intentkey:core/types` holds only types: nothing to define.
         self.generation = 0
         self._store: Optional[Store] = None
         self._funcs: dict = {}
         self._in_call = False
         self._pending_drops: List[Tuple[ResourceAny, int]] = []
+        self._active_store: Optional["MemoryStore"] = None
+        self._active_lookup: Optional[Any] = None
 
     # -- imports -----------------------------------------------------------
     def _get_secret(self, _store: Any, secret_id: str) -> Union[bytes, Record]:
@@ -232,6 +244,31 @@ class Runtime:
     def _random_bytes(_store: Any, length: int) -> bytes:
         return os.urandom(length)
 
+    def _store_op(self, op: str) -> Any:
+        method = op.replace("-", "_")
+
+        def perform(_store: Any, *args: Any) -> Any:
+            active = self._active_store
+            if active is None:
+                raise RuntimeError(f"the component asked for store.{op} outside a Guard call")
+            return getattr(active, method)(*args)
+
+        return perform
+
+    def _ask(self, _store: Any, key: str) -> Variant:
+        if self._active_lookup is None:
+            raise RuntimeError("the component asked the destination outside Guard.recover")
+        return _lookup(self._active_lookup(key))
+
+    def call_guard(self, name: str, store: "MemoryStore", lookup: Optional[Any], *args: Any) -> Any:
+        """Calls export `name` of ``guard`` with `store` (and `lookup`) serving the imports."""
+        with self._lock:
+            self._active_store, self._active_lookup = store, lookup
+            try:
+                return self.call(name, *args)
+            finally:
+                self._active_store, self._active_lookup = None, None
+
     # -- instance lifecycle --------------------------------------------------
     def _instantiate(self) -> None:
         store = Store(self._engine)
@@ -242,12 +279,16 @@ class Runtime:
         if keys is None:
             raise IntentkeyTrap(f"the component does not export {_KEYS}")
         funcs = {}
-        for name in _EXPORTS:
-            index = instance.get_export_index(store, name, keys)
-            func = instance.get_func(store, index) if index is not None else None
-            if func is None:
-                raise IntentkeyTrap(f"the component's {_KEYS} lacks {name}")
-            funcs[name] = func
+        for interface, names in ((_KEYS, _EXPORTS), (_GUARD, _GUARD_EXPORTS)):
+            parent = instance.get_export_index(store, interface)
+            if parent is None:
+                raise IntentkeyTrap(f"the component does not export {interface}")
+            for name in names:
+                index = instance.get_export_index(store, name, parent)
+                func = instance.get_func(store, index) if index is not None else None
+                if func is None:
+                    raise IntentkeyTrap(f"the component's {interface} lacks {name}")
+                funcs[name] = func
         self._store, self._funcs = store, funcs
         self.generation += 1
 
@@ -448,3 +489,156 @@ def new_uuid_key(*, runtime: Optional[Runtime] = None) -> str:
 def answer_lines(lines: Sequence[str], *, runtime: Optional[Runtime] = None) -> List[str]:
     """The JSON-lines batch contract: one JSON answer line per request line."""
     return list(_runtime(runtime).call("answer-lines", [_text("line", line) for line in lines]))
+
+
+# -- claims: the core's guard over a store served from Python ----------------
+
+#: How long done records are kept by default (the core's 24 hours).
+DEFAULT_TTL_SECONDS = 86_400
+#: Statuses that release a claim by default (the core's 429 and 503).
+DEFAULT_RELEASE_STATUSES = (429, 503)
+#: How long a claim may run before recovery may ask the destination (5 minutes).
+DEFAULT_STALE_AFTER_SECONDS = 300
+
+
+def _record(**fields: Any) -> Record:
+    rec = Record()
+    for name, value in fields.items():
+        setattr(rec, name.replace("_", "-"), value)
+    return rec
+
+
+def _get(rec: Any, name: str) -> Any:
+    return getattr(rec, name.replace("_", "-"))
+
+
+def response(status: int, body: str, content_type: str = "application/json",
+             headers: Sequence[Tuple[str, str]] = ()) -> Record:
+    """A response as the component takes it."""
+    return _record(status=status, content_type=content_type, headers=list(headers), body=body)
+
+
+def _lookup(answer: Any) -> Variant:
+    """A look-up answer: ``"absent"``, ``"unknown"`` or ``("found", response)``."""
+    if answer in ("absent", "unknown"):
+        return Variant(answer)
+    if isinstance(answer, tuple) and len(answer) == 2 and answer[0] == "found":
+        return Variant("found", answer[1])
+    raise TypeError(f"a look-up answers 'absent', 'unknown' or ('found', response), not {answer!r}")
+
+
+class MemoryStore:
+    """A store in a dict, served to the component's ``store`` import. Each
+    operation is one atomic step (the runtime's lock serializes guard calls);
+    the fenced writes compare the owner token exactly as the SQL stores do
+    (docs/store-schema.md)."""
+
+    def __init__(self) -> None:
+        self.records: dict = {}
+
+    def _fenced(self, key: str, token: str) -> Optional[Record]:
+        rec = self.records.get(key)
+        if rec is None or _get(rec, "status") != "in-flight" or _get(rec, "owner_token") != token:
+            return None
+        return rec
+
+    def insert(self, record: Record) -> bool:
+        if _get(record, "key") in self.records:
+            return False
+        self.records[_get(record, "key")] = record
+        return True
+
+    def get(self, key: str) -> Optional[Record]:
+        return self.records.get(key)
+
+    def complete(self, c: Record) -> bool:
+        rec = self._fenced(c.key, _get(c, "owner_token"))
+        if rec is None:
+            return False
+        rec.status = "done"
+        rec.response = c.response
+        setattr(rec, "expires-at", _get(c, "expires_at"))
+        setattr(rec, "next-lookup-at", None)
+        return True
+
+    def replace(self, r: Record) -> bool:
+        nxt = r.record
+        rec = self._fenced(nxt.key, _get(r, "expected_token"))
+        if rec is None or rec.lookups != _get(r, "expected_lookups"):
+            return False
+        for name in ("status", "owner-token", "response", "created-at", "expires-at", "lookups", "next-lookup-at"):
+            setattr(rec, name, getattr(nxt, name))
+        return True
+
+    def release(self, r: Record) -> bool:
+        if self._fenced(r.key, _get(r, "owner_token")) is None:
+            return False
+        del self.records[r.key]
+        return True
+
+    def list(self, status: str, limit: int) -> List[Record]:
+        found = [rec for rec in self.records.values() if rec.status == status]
+        found.sort(key=lambda rec: (_get(rec, "created_at"), rec.key))
+        return found[:limit]
+
+    def purge(self, now: int) -> int:
+        # The core decided what may be purged: done records at or past their expiry.
+        gone = [k for k, rec in self.records.items()
+                if rec.status == "done" and _get(rec, "expires_at") is not None and _get(rec, "expires_at") <= now]
+        for key in gone:
+            del self.records[key]
+        return len(gone)
+
+
+class Guard:
+    """Runs an effect at most once per key over `store`, through the core's
+    ``guard`` export: the core claims (owner token from ``os.urandom``),
+    finishes by outcome class (terminal stored, 429/503 or ``refused``
+    released, ``failed`` left in flight) and recovers (fenced; ``unknown``
+    never re-executes). Times are whole seconds the caller passes in."""
+
+    def __init__(self, store: MemoryStore, *, ttl_seconds: int = DEFAULT_TTL_SECONDS,
+                 release_statuses: Sequence[int] = DEFAULT_RELEASE_STATUSES,
+                 stale_after_seconds: int = DEFAULT_STALE_AFTER_SECONDS,
+                 runtime: Optional[Runtime] = None):
+        self.store = store
+        self._rt = _runtime(runtime)
+        self._rules = _record(ttl_seconds=ttl_seconds, release_statuses=list(release_statuses), fast_completion=False)
+        self._ttl = ttl_seconds
+        self._stale_after = stale_after_seconds
+
+    def _call(self, name: str, *args: Any, lookup: Optional[Any] = None) -> Any:
+        return _unwrap(self._rt.call_guard(name, self.store, lookup, *args))
+
+    def claim(self, key: str, fingerprint: str, tenant_id: str, action_type: str, now: int) -> Tuple[Variant, str]:
+        """(outcome, owner token): the outcome is ``Variant('owned')``,
+        ``Variant('in-flight')``, ``Variant('done', response)`` or
+        ``Variant('payload-conflict')``."""
+        attempt = _record(key=key, fingerprint=fingerprint, tenant_id=tenant_id, action_type=action_type)
+        claimed = self._call("claim", attempt, _s64(now))
+        return claimed.outcome, _get(claimed, "owner_token")
+
+    def finish(self, key: str, owner_token: str, result: Variant, now: int) -> str:
+        """``stored``, ``released``, ``left-in-flight`` or ``superseded``.
+        `result` is ``Variant('answered', response)``,
+        ``Variant('refused', response_or_None)`` or ``Variant('failed')``."""
+        return self._call("finish", key, owner_token, result, _s64(now), self._rules)
+
+    def run(self, key: str, fingerprint: str, tenant_id: str, action_type: str, now: int, effect: Any) -> Tuple[str, Any]:
+        """Claims; runs ``effect(key) -> response`` if owned and finishes;
+        returns ``(outcome tag, response or finished)``."""
+        outcome, token = self.claim(key, fingerprint, tenant_id, action_type, now)
+        if outcome.tag != "owned":
+            return outcome.tag, getattr(outcome, "payload", None)
+        answer = effect(key)
+        return "owned", self.finish(key, token, Variant("answered", answer), now)
+
+    def recover(self, key: str, now: int, lookup: Any, *, read_your_writes: bool = False) -> Tuple[Variant, str]:
+        """(recovered, new owner token): asks ``lookup(key)`` only when due."""
+        rules = _record(stale_after=self._stale_after, read_your_writes=read_your_writes, ttl_seconds=self._ttl)
+        recovery = self._call("recover", key, _s64(now), rules, lookup=lookup)
+        return recovery.outcome, _get(recovery, "owner_token")
+
+    def purge(self, now: int) -> int:
+        """Deletes done records past their expiry; never in-flight ones."""
+        return self._call("purge", _s64(now))
