@@ -1,12 +1,15 @@
-// intentkey for browsers: the same transpiled component as the Node entry. The core
-// modules are fetched and compiled when this module loads (top-level await); after
-// that the API is synchronous. Randomness comes from crypto.getRandomValues.
+// intentkey for browsers: the pure component (world `pure`: keys, claims, schema and
+// the sans-I/O flows; no store or destination imports), built from the same core
+// as the Node entry's. The core modules are fetched and compiled when this module
+// loads (top-level await); after that the API is synchronous. Randomness comes
+// from crypto.getRandomValues.
 import { createApi } from './core.js';
-import { coreModules } from '../vendor/core-modules.js';
+import { instantiate } from '../vendor/pure/intentkey.js';
+import { coreModules } from '../vendor/pure/core-modules.js';
 
 export { IntentkeyError, IntentkeyTrapError } from './core.js';
 
-const vendor = new URL('../vendor/', import.meta.url);
+const vendor = new URL('../vendor/pure/', import.meta.url);
 
 async function compile(name) {
   const url = new URL(name, vendor);
@@ -28,10 +31,10 @@ const modules = new Map(
 
 function getCoreModule(name) {
   const module = modules.get(name);
-  if (module === undefined) throw new Error(`intentkey: no core module ${name} in vendor/`);
+  if (module === undefined) throw new Error(`intentkey: no core module ${name} in vendor/pure/`);
   return module;
 }
 
-const api = createApi(getCoreModule);
+const api = createApi({ instantiate, getCoreModule, world: 'pure' });
 
 export const { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims } = api;

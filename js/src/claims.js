@@ -1,44 +1,53 @@
 // The core's claim, replay and recovery decisions (the WIT `claims` interface) for
-// JavaScript. Every rule is in the Rust core (`intentkey::claim`): what an attempt
-// gets from an existing record, the 409/422/400 problem bodies, the TTL of done
-// records, the recovery backoff, what may be purged. This file only converts
-// JavaScript values to the WIT types and back, refusing values that jco would
-// otherwise wrap or coerce silently (a status of 70000, a fractional second).
+// JavaScript, and the conversions between JavaScript values and the WIT types that
+// the guard and the stores share. Every rule is in the Rust core
+// (`intentkey::claim`): what an attempt gets from an existing record, the 409/422/400
+// problem bodies, the outcome class of an effect's result, the TTL of done records,
+// the recovery backoff, what may be purged. This file only converts, refusing values
+// that jco would otherwise wrap or coerce silently (a status of 70000, a fractional
+// second, a lone surrogate that would become U+FFFD).
 //
 // The JavaScript record is the stored row in camelCase, with the stored status
-// spelling (`in_flight`, `done`, `needs_reconciliation`, see docs/store-schema.md):
-//   { key, fingerprint, tenantId, actionType, status, response, createdAt,
-//     expiresAt, lookups, nextLookupAt }
-// Times are whole seconds since the Unix epoch (numbers); absent values are null.
+// spelling (`in_flight`, `done`, `needs_reconciliation`; see the schema file):
+//   { key, fingerprint, tenantId, actionType, status, ownerToken, response,
+//     createdAt, expiresAt, lookups, nextLookupAt }
+// A response is { status, contentType, headers, body }, headers a list of
+// [name, value] pairs. Times are whole seconds since the Unix epoch (numbers);
+// absent values are null. The WIT forms (what the stores hold and the component
+// takes) use the WIT status spelling, bigint times and undefined for none.
 
 const I64_MIN = -(2n ** 63n);
 const I64_MAX = 2n ** 63n - 1n;
 const U32_MAX = 2 ** 32 - 1;
 
 /** Stored spelling -> WIT enum case. A table of names, not a rule. */
-const STATUS_TO_WIT = new Map([
+export const STATUS_TO_WIT = new Map([
   ['in_flight', 'in-flight'],
   ['done', 'done'],
   ['needs_reconciliation', 'needs-reconciliation'],
 ]);
-const STATUS_FROM_WIT = new Map([...STATUS_TO_WIT].map(([stored, wit]) => [wit, stored]));
+/** WIT enum case -> stored spelling. */
+export const STATUS_FROM_WIT = new Map([...STATUS_TO_WIT].map(([stored, wit]) => [wit, stored]));
 
 /** The record statuses, as stored. */
 export const STATUSES = Object.freeze([...STATUS_TO_WIT.keys()]);
 
-const isWellFormed =
+/** No replayable headers (shared; jco only reads it). */
+export const NO_HEADERS = Object.freeze([]);
+
+export const isWellFormed =
   typeof String.prototype.isWellFormed === 'function'
     ? (s) => s.isWellFormed()
     : (s) => !/\p{Surrogate}/u.test(s.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''));
 
-function text(value, what) {
+export function text(value, what) {
   if (typeof value !== 'string') throw new TypeError(`${what} must be a string (got ${typeof value})`);
   if (!isWellFormed(value)) throw new TypeError(`${what} is not well-formed Unicode (a lone surrogate)`);
   return value;
 }
 
 /** Whole seconds: a safe-integer number or an in-range bigint, to the WIT s64. */
-function secondsIn(value, what) {
+export function secondsIn(value, what) {
   let big;
   if (typeof value === 'bigint') big = value;
   else if (typeof value === 'number' && Number.isSafeInteger(value)) big = BigInt(value);
@@ -53,7 +62,7 @@ function optionalSecondsIn(value, what) {
 }
 
 /** A WIT s64 back to a number (seconds stay far below 2^53 in practice). */
-function secondsOut(value, what) {
+export function secondsOut(value, what) {
   const n = Number(value);
   if (!Number.isSafeInteger(n)) {
     throw new RangeError(`${what} (${value}) is beyond the safe integers; use realistic times and TTLs`);
@@ -65,35 +74,58 @@ function optionalSecondsOut(value, what) {
   return value === undefined || value === null ? null : secondsOut(value, what);
 }
 
-function u32(value, what) {
+export function u32(value, what) {
   if (!Number.isInteger(value) || value < 0 || value > U32_MAX) {
     throw new TypeError(`${what} must be a whole number from 0 to ${U32_MAX}`);
   }
   return value;
 }
 
+function headersIn(headers, what) {
+  if (headers === undefined || headers === null) return NO_HEADERS;
+  if (!Array.isArray(headers)) throw new TypeError(`${what} must be a list of [name, value] pairs`);
+  if (headers.length === 0) return NO_HEADERS;
+  const out = new Array(headers.length);
+  for (let i = 0; i < headers.length; i++) {
+    const pair = headers[i];
+    if (!Array.isArray(pair) || pair.length !== 2) {
+      throw new TypeError(`${what}[${i}] must be a [name, value] pair of strings`);
+    }
+    out[i] = [text(pair[0], `${what}[${i}] name`), text(pair[1], `${what}[${i}] value`)];
+  }
+  return out;
+}
+
 /**
- * A response as the WIT takes it. `status` is a u16, `contentType` and `body` text.
+ * A response as the WIT takes it: `status` a u16, `contentType` and `body` text,
+ * `headers` (optional) a list of [name, value] pairs.
  * @param {unknown} response
  * @param {string} [what]
  */
 export function responseIn(response, what = 'the response') {
   if (response === null || typeof response !== 'object') {
-    throw new TypeError(`${what} must be an object { status, contentType, body }`);
+    throw new TypeError(`${what} must be an object { status, contentType, headers?, body }`);
   }
-  const { status, contentType, body } = /** @type {any} */ (response);
+  const { status, contentType, headers, body } = /** @type {any} */ (response);
   if (!Number.isInteger(status) || status < 0 || status > 65535) {
     throw new TypeError(`${what}.status must be a whole number from 0 to 65535 (an HTTP status)`);
   }
   return {
     status,
     contentType: text(contentType, `${what}.contentType`),
+    headers: headersIn(headers, `${what}.headers`),
     body: text(body, `${what}.body`),
   };
 }
 
-function responseOut(response) {
-  return { status: response.status, contentType: response.contentType, body: response.body };
+/** A WIT response to a JavaScript one (a copy). */
+export function responseOut(response) {
+  return {
+    status: response.status,
+    contentType: response.contentType,
+    headers: response.headers.map(([name, value]) => [name, value]),
+    body: response.body,
+  };
 }
 
 /** A JavaScript record to the WIT record. */
@@ -109,6 +141,7 @@ export function recordIn(record, what = 'the record') {
     tenantId: text(record.tenantId, `${what}.tenantId`),
     actionType: text(record.actionType, `${what}.actionType`),
     status,
+    ownerToken: text(record.ownerToken ?? '', `${what}.ownerToken`),
     response:
       record.response === null || record.response === undefined
         ? undefined
@@ -123,13 +156,14 @@ export function recordIn(record, what = 'the record') {
 /** A WIT record to a JavaScript record. */
 export function recordOut(r) {
   const status = STATUS_FROM_WIT.get(r.status);
-  if (status === undefined) throw new TypeError(`the core returned an unknown status ${r.status}`);
+  if (status === undefined) throw new TypeError(`an unknown record status ${r.status}`);
   return {
     key: r.key,
     fingerprint: r.fingerprint,
     tenantId: r.tenantId,
     actionType: r.actionType,
     status,
+    ownerToken: r.ownerToken,
     response: r.response === undefined || r.response === null ? null : responseOut(r.response),
     createdAt: secondsOut(r.createdAt, 'createdAt'),
     expiresAt: optionalSecondsOut(r.expiresAt, 'expiresAt'),
@@ -139,7 +173,7 @@ export function recordOut(r) {
 }
 
 /** WIT claim-outcome -> { outcome, response? }. */
-function decisionOut(o) {
+export function decisionOut(o) {
   return o.tag === 'done' ? { outcome: 'done', response: responseOut(o.val) } : { outcome: o.tag };
 }
 
@@ -156,8 +190,9 @@ function decisionIn(decision) {
   return { tag: decision.outcome };
 }
 
-function answerOut(a) {
-  return { status: a.status, contentType: a.contentType, body: a.body, replayed: a.replayed };
+/** A WIT http-answer to { status, contentType, headers, body, replayed }. */
+export function answerOut(a) {
+  return { ...responseOut(a), replayed: a.replayed };
 }
 
 /** 'absent' | 'unknown' | { found: response } -> WIT lookup. */
@@ -167,12 +202,13 @@ export function lookupIn(lookup) {
     return { tag: 'found', val: responseIn(lookup.found, 'the look-up found') };
   }
   throw new TypeError(
-    "a look-up answers { found: { status, contentType, body } }, 'absent' or 'unknown' " +
+    "a look-up answers { found: { status, contentType, headers?, body } }, 'absent' or 'unknown' " +
       `(got ${typeof lookup === 'string' ? JSON.stringify(lookup) : typeof lookup})`,
   );
 }
 
-function recoveryOut(a) {
+/** WIT recovery-action -> { action, ... }. */
+export function recoveryOut(a) {
   switch (a.tag) {
     case 'record-done':
       return { action: 'record-done', response: responseOut(a.val) };
@@ -187,42 +223,71 @@ function recoveryOut(a) {
     case 'reconcile':
       return { action: 'reconcile', lookups: a.val };
     default:
-      throw new TypeError(`the core returned an unknown recovery action ${a.tag}`);
+      throw new TypeError(`an unknown recovery action ${a.tag}`);
   }
+}
+
+/**
+ * An effect's result: { answered: response } | { refused: response | null } |
+ * 'failed' -> WIT effect-result.
+ */
+export function effectIn(effect) {
+  if (effect === 'failed') return { tag: 'failed' };
+  if (effect !== null && typeof effect === 'object') {
+    if ('answered' in effect) return { tag: 'answered', val: responseIn(effect.answered, 'the answered response') };
+    if ('refused' in effect) {
+      const r = effect.refused;
+      return { tag: 'refused', val: r === null || r === undefined ? undefined : responseIn(r, 'the refused response') };
+    }
+  }
+  throw new TypeError("an effect result is { answered: response }, { refused: response | null } or 'failed'");
+}
+
+/** { ttlSeconds, releaseStatuses, fastCompletion } -> WIT rules. */
+export function rulesIn(rules, what = 'the rules') {
+  if (rules === null || typeof rules !== 'object') {
+    throw new TypeError(`${what} must be { ttlSeconds, releaseStatuses, fastCompletion }`);
+  }
+  const { ttlSeconds, releaseStatuses, fastCompletion } = rules;
+  if (!Array.isArray(releaseStatuses) && !(releaseStatuses instanceof Uint16Array)) {
+    throw new TypeError(`${what}.releaseStatuses must be a list of HTTP statuses`);
+  }
+  const statuses = new Uint16Array(releaseStatuses.length);
+  for (let i = 0; i < releaseStatuses.length; i++) {
+    const s = releaseStatuses[i];
+    if (!Number.isInteger(s) || s < 0 || s > 65535) {
+      throw new TypeError(`${what}.releaseStatuses[${i}] must be a whole number from 0 to 65535`);
+    }
+    statuses[i] = s;
+  }
+  if (typeof fastCompletion !== 'boolean') throw new TypeError(`${what}.fastCompletion must be a boolean`);
+  return { ttlSeconds: secondsIn(ttlSeconds, `${what}.ttlSeconds`), releaseStatuses: statuses, fastCompletion };
+}
+
+/** WIT rules -> { ttlSeconds, releaseStatuses, fastCompletion }. */
+export function rulesOut(r) {
+  return {
+    ttlSeconds: secondsOut(r.ttlSeconds, 'ttlSeconds'),
+    releaseStatuses: Array.from(r.releaseStatuses),
+    fastCompletion: r.fastCompletion,
+  };
 }
 
 /**
  * The claims API over a way of calling the component's `claims` interface.
  * @param {(fn: (claims: any) => any) => any} callClaims runs fn on the current
- *   instance's claims exports, translating traps
+ *   instance's claims exports, translating errors and traps
  */
 export function createClaims(callClaims) {
-  let defaultTtl = null;
+  let defaults = null;
+  let staleAfter = null;
+  const rules = () => (defaults ??= rulesOut(callClaims((c) => c.defaultRules())));
   return Object.freeze({
-    /** A fresh in_flight record, as a claim inserts it. */
-    newRecord(key, fingerprint, tenantId, actionType, now) {
-      const args = [
-        text(key, 'key'),
-        text(fingerprint, 'fingerprint'),
-        text(tenantId, 'tenantId'),
-        text(actionType, 'actionType'),
-        secondsIn(now, 'now'),
-      ];
-      return recordOut(callClaims((c) => c.newRecord(...args)));
-    },
     /** What an attempt whose insert lost to `existing` gets: { outcome, response? }. */
     decideExisting(existing, fingerprint) {
       const r = recordIn(existing, 'the existing record');
       const fp = text(fingerprint, 'fingerprint');
       return decisionOut(callClaims((c) => c.decideExisting(r, fp)));
-    },
-    /** The record completed with `response`, expiring `ttlSeconds` after `now`. */
-    complete(existing, response, now, ttlSeconds) {
-      const r = recordIn(existing, 'the existing record');
-      const resp = responseIn(response);
-      const t = secondsIn(now, 'now');
-      const ttl = secondsIn(ttlSeconds, 'ttlSeconds');
-      return recordOut(callClaims((c) => c.complete(r, resp, t, ttl)));
     },
     /** The HTTP answer for a decision; null when the attempt owns the effect. */
     answerFor(decision) {
@@ -234,6 +299,12 @@ export function createClaims(callClaims) {
     missingKeyAnswer(header) {
       const h = text(header, 'header');
       return answerOut(callClaims((c) => c.missingKeyAnswer(h)));
+    },
+    /** The outcome class of an effect's result: 'terminal' | 'released' | 'ambiguous'. */
+    classify(effect, rulesValue = rules()) {
+      const e = effectIn(effect);
+      const r = rulesIn(rulesValue);
+      return callClaims((c) => c.classify(e, r));
     },
     /** What a destination look-up means for an in_flight record. */
     decideRecovery(existing, lookup, readYourWrites, now) {
@@ -256,10 +327,24 @@ export function createClaims(callClaims) {
       const t = secondsIn(now, 'now');
       return callClaims((c) => c.purgeable(r, t));
     },
+    /** The documented default rules: { ttlSeconds, releaseStatuses, fastCompletion } (a copy). */
+    defaultRules() {
+      const r = rules();
+      return { ...r, releaseStatuses: [...r.releaseStatuses] };
+    },
     /** The default TTL of done records, in seconds. */
     defaultTtlSeconds() {
-      if (defaultTtl === null) defaultTtl = secondsOut(callClaims((c) => c.defaultTtlSeconds()), 'the TTL');
-      return defaultTtl;
+      return rules().ttlSeconds;
+    },
+    /** The default stale-after of recovery, in seconds. */
+    defaultStaleAfterSeconds() {
+      if (staleAfter === null) staleAfter = secondsOut(callClaims((c) => c.defaultStaleAfterSeconds()), 'staleAfter');
+      return staleAfter;
+    },
+    /** An owner token (32 hex) from 16 random bytes. */
+    ownerToken(randomBytes) {
+      if (!(randomBytes instanceof Uint8Array)) throw new TypeError('ownerToken takes a Uint8Array of 16 random bytes');
+      return callClaims((c) => c.ownerToken(randomBytes));
     },
   });
 }

@@ -1,9 +1,10 @@
-// The intentkey API over the transpiled component, shared by the Node and the
+// The intentkey API over a transpiled component, shared by the Node and the
 // browser entries. Every rule (normalization, canonical JSON, HMAC, error codes and
-// messages) lives in the Rust core inside the component; this file only converts
-// JavaScript values to the WIT types and back, supplies the component's imports
-// (secrets and randomness) and turns the component's errors into IntentkeyError.
-import { instantiate } from '../vendor/intentkey.js';
+// messages, every claim decision and the order of every store operation) lives in
+// the Rust core inside the component; this file only converts JavaScript values to
+// the WIT types and back, supplies the component's imports (secrets, randomness,
+// and in world `intentkey` the store and the destination) and turns the
+// component's errors into IntentkeyError.
 import { createClaims } from './claims.js';
 
 /** An error the intentkey core reported: a stable WIT error code and the field at fault. */
@@ -12,9 +13,10 @@ export class IntentkeyError extends Error {
    * @param {string} code kebab-case WIT error code, e.g. "unclassified-fields"
    * @param {string} message what was wrong and what to do (never a secret)
    * @param {string | undefined} [field] the field or policy path at fault
+   * @param {{ cause?: unknown }} [options] e.g. the driver error behind a store error
    */
-  constructor(code, message, field) {
-    super(message);
+  constructor(code, message, field, options) {
+    super(message, options);
     this.name = 'IntentkeyError';
     this.code = code;
     this.field = field;
@@ -29,7 +31,6 @@ export class IntentkeyTrapError extends Error {
   }
 }
 
-
 const I64_MIN = -(2n ** 63n);
 const I64_MAX = 2n ** 63n - 1n;
 const U32_MAX = 2 ** 32 - 1;
@@ -40,13 +41,130 @@ const isWellFormed =
     : (s) => !/\p{Surrogate}/u.test(s.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''));
 
 /**
- * Builds the API over a way of getting the compiled core modules.
- * @param {(name: string) => WebAssembly.Module} getCoreModule synchronous; called
- *   once per core module name, the result is cached by the caller
+ * Builds the API over one transpiled component.
+ * @param {{
+ *   instantiate: Function,
+ *   getCoreModule: (name: string) => WebAssembly.Module,
+ *   world: 'intentkey' | 'pure',
+ * }} component jco's `instantiate` (sync mode); a synchronous way to get each
+ *   compiled core module (cached by the caller); the component's world: `intentkey`
+ *   imports a store and a destination and exports `guard`, `pure` does neither
  */
-export function createApi(getCoreModule) {
+export function createApi({ instantiate, getCoreModule, world }) {
+  if (world !== 'intentkey' && world !== 'pure') throw new TypeError(`unknown component world ${world}`);
   let current = null;
   let secretSeq = 0;
+
+  // What the component's `guard` export drives (world `intentkey`): the synchronous
+  // store and look-up of the one guard call in progress. Set right before each
+  // component call and cleared right after it; JavaScript runs one call at a time,
+  // so there is never more than one.
+  const host = { store: null, ask: null, cause: null };
+
+  function activeStore(op) {
+    const store = host.store;
+    if (store === null) {
+      // Thrown through the guest on purpose: the call fails as a trap (a bug here).
+      throw new Error(
+        `intentkey: the component called store.${op} while no store was active; ` +
+          'this is a bug in the intentkey package, please report it',
+      );
+    }
+    return store;
+  }
+
+  /** A store's throw as the WIT `store-error` jco lowers (`payload`); the original is kept as the cause. */
+  function storeFailure(e) {
+    host.cause = e;
+    const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
+    if (
+      payload !== null &&
+      typeof payload === 'object' &&
+      (payload.tag === 'unavailable' || payload.tag === 'failed') &&
+      typeof payload.val === 'string'
+    ) {
+      return e;
+    }
+    const message = e instanceof Error ? e.message : String(e);
+    const failure = new Error(message);
+    failure.payload = { tag: 'failed', val: `the store failed: ${message}` };
+    return failure;
+  }
+
+  // The WIT `store` import: each operation goes to the store the guard is driving.
+  const storeImport = {
+    insert(record) {
+      const s = activeStore('insert');
+      try {
+        return s.insert(record);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+    },
+    get(key) {
+      const s = activeStore('get');
+      try {
+        return s.get(key);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+    },
+    complete(completion) {
+      const s = activeStore('complete');
+      try {
+        return s.complete(completion);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+    },
+    replace(replacement) {
+      const s = activeStore('replace');
+      try {
+        return s.replace(replacement);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+    },
+    release(request) {
+      const s = activeStore('release');
+      try {
+        return s.release(request);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+    },
+    list(status, limit) {
+      const s = activeStore('list');
+      try {
+        return s.list(status, limit);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+    },
+    purge(now) {
+      const s = activeStore('purge');
+      try {
+        return s.purge(now);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+    },
+  };
+
+  // The WIT `gateway` import: the synchronous look-up of the recovery in progress.
+  // With none active it never answers on its own (not even `unknown`): it fails.
+  const gatewayImport = {
+    ask(key) {
+      const ask = host.ask;
+      if (ask === null) {
+        throw new Error(
+          'intentkey: the component asked the destination (gateway.ask) while no synchronous look-up ' +
+            'was active; this is a bug in the intentkey package, please report it',
+        );
+      }
+      return ask(key);
+    },
+  };
 
   /** A fresh component instance with its own imports. */
   function newInstance() {
@@ -69,20 +187,27 @@ export function createApi(getCoreModule) {
       },
     };
     // jco's sync mode reads the unversioned keys; its .d.ts names the versioned ones.
-    const imports = {
-      'intentkey:core/secrets': secrets,
-      'intentkey:core/random': random,
-      'intentkey:core/types': {},
-      'intentkey:core/secrets@0.1.0': secrets,
-      'intentkey:core/random@0.1.0': random,
-      'intentkey:core/types@0.1.0': {},
-      'intentkey:core/store': noStore,
-      'intentkey:core/gateway': noGateway,
-      'intentkey:core/store@0.1.0': noStore,
-      'intentkey:core/gateway@0.1.0': noGateway,
-    };
+    const interfaces = { secrets, random, types: {} };
+    if (world === 'intentkey') {
+      interfaces.store = storeImport;
+      interfaces.gateway = gatewayImport;
+    }
+    const imports = {};
+    for (const [name, value] of Object.entries(interfaces)) {
+      imports[`intentkey:core/${name}`] = value;
+      imports[`intentkey:core/${name}@0.2.0`] = value;
+    }
     const root = instantiate(getCoreModule, imports);
-    return { keys: root.keys, claims: root.claims, secretStore, poisoned: false };
+    return {
+      keys: root.keys,
+      claims: root.claims,
+      schema: root.schema,
+      flows: root.flows,
+      guard: root.guard,
+      secretStore,
+      poisoned: false,
+      answers: new Map(),
+    };
   }
 
   function instance() {
@@ -90,26 +215,32 @@ export function createApi(getCoreModule) {
     return current;
   }
 
-  /** Runs one component call, translating its errors. */
-  function call(inst, fn) {
+  /** Runs one component call on `inst`, translating its errors. */
+  function callOn(inst, fn) {
     if (inst.poisoned) {
       throw new IntentkeyTrapError(
-        'intentkey: this keyer ran in a component instance that trapped earlier; create a new keyer',
+        'intentkey: this object lives in a component instance that trapped earlier; create a new one',
       );
     }
     try {
-      return fn(inst.keys);
+      return fn(inst);
     } catch (e) {
       throw translate(e, inst);
     }
   }
 
-  function translate(e, inst) {
+  /** The key API's calls: fn gets the instance's `keys` exports. */
+  function call(inst, fn) {
+    return callOn(inst, (i) => fn(i.keys));
+  }
+
+  function translate(e, inst, cause) {
     const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
     if (payload && typeof payload.code === 'string') {
-      return new IntentkeyError(payload.code, payload.message, payload.field ?? undefined);
+      const options = cause === undefined || cause === null ? undefined : { cause };
+      return new IntentkeyError(payload.code, payload.message, payload.field ?? undefined, options);
     }
-    if (e instanceof IntentkeyError) return e;
+    if (e instanceof IntentkeyError || e instanceof IntentkeyTrapError) return e;
     // Anything else escaped the guest mid-call (a trap, or an exception thrown through
     // it): its state can no longer be trusted. Later calls get a fresh instance.
     inst.poisoned = true;
@@ -120,6 +251,81 @@ export function createApi(getCoreModule) {
       { cause: e },
     );
   }
+
+  /**
+   * One call of the `guard` export (world `intentkey`) driving `store` (and, for a
+   * recovery, the synchronous look-up `ask`, which answers a WIT lookup and never
+   * throws). The store is active for exactly this call.
+   */
+  function driving(store, ask, fn) {
+    const inst = instance();
+    if (inst.guard === undefined) throw new TypeError('this component has no guard export (world `pure`)');
+    host.store = store;
+    host.ask = ask;
+    host.cause = null;
+    try {
+      return fn(inst.guard);
+    } catch (e) {
+      throw translate(e, inst, host.cause);
+    } finally {
+      host.store = null;
+      host.ask = null;
+      host.cause = null;
+    }
+  }
+
+  /**
+   * A flow of the `flows` resource (the sans-I/O claim flow), for hosts that do
+   * their own I/O: `create(Flow)` makes it; start, resume and drop it through the
+   * returned handle. Every call translates errors; drop() is idempotent.
+   */
+  function flow(create) {
+    const inst = instance();
+    let resource = callOn(inst, (i) => create(i.flows.Flow));
+    return {
+      start: () => callOn(inst, () => resource.start()),
+      resume: (result) => callOn(inst, () => resource.resume(result)),
+      drop() {
+        const r = resource;
+        if (r === null) return;
+        resource = null;
+        const dispose = r[Symbol.dispose] ?? r[Symbol.for('dispose')];
+        if (typeof dispose === 'function' && !inst.poisoned) dispose.call(r);
+      },
+    };
+  }
+
+  /** A call of the raw `claims` exports (WIT values in and out). */
+  function rawClaims(fn) {
+    const inst = instance();
+    return callOn(inst, (i) => fn(i.claims));
+  }
+
+  /** A call of the raw `schema` exports. */
+  function rawSchema(fn) {
+    const inst = instance();
+    return callOn(inst, (i) => fn(i.schema));
+  }
+
+  /** The core's HTTP answer for a claim outcome without a payload (in-flight, payload-conflict), cached per instance. */
+  function answerFor(tag) {
+    const inst = instance();
+    let answer = inst.answers.get(tag);
+    if (answer === undefined) {
+      answer = callOn(inst, (i) => i.claims.answerFor({ tag }));
+      inst.answers.set(tag, answer);
+    }
+    return answer;
+  }
+
+  /** A fresh owner token (32 hex): 16 random bytes through the core's owner-token. */
+  function ownerToken() {
+    const bytes = new Uint8Array(16);
+    globalThis.crypto.getRandomValues(bytes);
+    return rawClaims((c) => c.ownerToken(bytes));
+  }
+
+  const internal = Object.freeze({ driving, flow, rawClaims, rawSchema, answerFor, ownerToken, world });
 
   class Keyer {
     #inst;
@@ -295,26 +501,10 @@ export function createApi(getCoreModule) {
 
   // The claim, replay and recovery decisions (pure functions of the core's
   // `claims` interface), on the current instance.
-  const claims = createClaims((fn) => {
-    const inst = instance();
-    return call(inst, () => fn(inst.claims));
-  });
+  const claims = createClaims(rawClaims);
 
-  return { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims };
+  return { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims, internal };
 }
-
-// The component's `guard` drives a store and a destination imported from the
-// host. This package drives its stores itself (async ones too) through the core's
-// `claims` decisions (src/guard.js), so it supplies none: the guard answers with
-// this store error, never a trap, and a look-up is unknown (never re-executes).
-const NO_STORE = 'no store: the npm package drives its stores through the claims decisions (createGuard)';
-function storeError() {
-  const e = new Error(NO_STORE);
-  e.payload = NO_STORE;
-  throw e;
-}
-const noStore = { insertIfAbsent: storeError, get: storeError, replaceInFlight: storeError };
-const noGateway = { ask: () => ({ tag: 'unknown' }), readYourWrites: () => false };
 
 function hostError(code, field, message) {
   const e = new Error(message);

@@ -1,25 +1,79 @@
 // The guard: claim, run once, replay; and recovery of abandoned claims.
 //
-// The guard does the I/O (the store, the effect, the destination look-up) and
-// asks the core's `claims` exports what everything means: what an attempt whose
-// insert lost gets, the HTTP answers, when a done record expires, what a
-// look-up means and when to ask again. The store's unique key decides who owns
-// an effect (insert … on conflict do nothing; never check-then-insert). An
-// in_flight record is never released by age: it leaves in_flight only by
-// completion or by recovery, and an `unknown` look-up never runs the effect.
-import { claims } from './node-core.js';
-import { responseIn } from './claims.js';
+// The guard does not sequence anything. The order of every store operation
+// (insert, read, decide, complete, release, recover) is the core's one claim flow:
+//   - synchronous stores (memoryStore, sqliteStore) plug into the component's
+//     `store` import and the component's `guard` export drives them: a run is one
+//     component call to claim, the effect (awaited here), one call to finish;
+//   - asynchronous stores (pgStore) are driven through the `flows` resource: the
+//     core returns each operation, the guard performs it (awaited) and resumes the
+//     flow with the result, until it is done.
+// Recovery always uses the `flows` resource, so the destination look-up may be
+// asynchronous; `recoverSync` drives the `guard` export instead, with a
+// synchronous look-up served through the component's `gateway` import.
+//
+// What the guard decides itself is only what the effect reported: a returned
+// response is `answered`; a thrown error with a well-formed `response` is
+// `answered` too (stored like a success); a thrown IntentkeyRefused is `refused`
+// (nothing happened: released); any other throw is `failed` (ambiguous: the
+// record stays in flight). The core classifies that result under the rules
+// (429 and 503 answers release by default) and finishes the record.
+import { internal, claims } from './node-core.js';
+import { IntentkeyError } from './core.js';
+import {
+  NO_HEADERS,
+  STATUS_FROM_WIT,
+  STATUS_TO_WIT,
+  isWellFormed,
+  lookupIn,
+  recordOut,
+  recoveryOut,
+  responseIn,
+  rulesIn,
+  secondsOut,
+  u32,
+} from './claims.js';
+import { TRUSTED } from './stores/schema.js';
 
 /** Whole seconds now, the default clock. */
 const systemNow = () => Math.floor(Date.now() / 1000);
 
+const U32_MAX = 2 ** 32 - 1;
+const FAILED = Object.freeze({ tag: 'failed' });
+const UNKNOWN = Object.freeze({ tag: 'unknown' });
+const OPS = ['insert', 'get', 'complete', 'replace', 'release', 'list', 'purge'];
+
 /** A JSON response for an effect to return or to attach to a thrown error. */
-export function jsonResponse(status, value) {
-  return { status, contentType: 'application/json', body: JSON.stringify(value) };
+export function jsonResponse(status, value, headers) {
+  return { status, contentType: 'application/json', headers: headers ?? [], body: JSON.stringify(value) };
+}
+
+/**
+ * Thrown by an effect that refused before any side effect: nothing happened, so
+ * the claim is released (the record deleted under its owner token) and a retry
+ * runs the effect. Its `response` (optional) goes to the caller, unstored.
+ */
+export class IntentkeyRefused extends Error {
+  /**
+   * @param {object | null} [response] the answer for the caller, not stored
+   * @param {string} [message]
+   * @param {{ cause?: unknown }} [options]
+   */
+  constructor(response = null, message = 'the effect refused before any side effect', options) {
+    super(message, options);
+    this.name = 'IntentkeyRefused';
+    this.response = response;
+  }
+}
+
+/** `throw refused(response?)` from an effect: see IntentkeyRefused. */
+export function refused(response, message) {
+  return new IntentkeyRefused(response ?? null, message);
 }
 
 function nonEmpty(value, what) {
   if (typeof value !== 'string' || value.length === 0) throw new TypeError(`${what} must be a non-empty string`);
+  if (!isWellFormed(value)) throw new TypeError(`${what} is not well-formed Unicode (a lone surrogate)`);
   return value;
 }
 
@@ -41,31 +95,148 @@ function errorResponse(error) {
 }
 
 /**
+ * What an effect reported, for the core: { wit: effect-result, response, error }.
+ * `response` is what goes back to the caller (null when there is none).
+ */
+function thrown(e) {
+  if (e instanceof IntentkeyRefused) {
+    const response = errorResponse(e);
+    return { wit: { tag: 'refused', val: response ?? undefined }, response, error: e };
+  }
+  const response = errorResponse(e);
+  if (response !== null) return { wit: { tag: 'answered', val: response }, response, error: e };
+  return { wit: FAILED, response: null, error: e };
+}
+
+function returned(value) {
+  let response;
+  try {
+    response = responseIn(value, 'the effect’s response');
+  } catch (e) {
+    // Not a response: nobody can tell what the effect did. Ambiguous.
+    return { wit: FAILED, response: null, error: e };
+  }
+  return { wit: { tag: 'answered', val: response }, response, error: undefined };
+}
+
+async function runEffect(effect, key) {
+  let value;
+  try {
+    value = await effect(key);
+  } catch (e) {
+    return thrown(e);
+  }
+  return returned(value);
+}
+
+/** A store failure reported by an asynchronous store, as the core would report it. */
+function storeFailure(e) {
+  if (e instanceof IntentkeyError || e instanceof TypeError) return e;
+  const p = e !== null && typeof e === 'object' ? e.payload : undefined;
+  if (p !== null && typeof p === 'object' && (p.tag === 'unavailable' || p.tag === 'failed') && typeof p.val === 'string') {
+    return new IntentkeyError(p.tag === 'unavailable' ? 'store-unavailable' : 'store-failed', p.val, undefined, { cause: e });
+  }
+  const message = e instanceof Error ? e.message : String(e);
+  return new IntentkeyError('store-failed', `the store failed: ${message}`, undefined, { cause: e });
+}
+
+/**
+ * A store that is not the package's own: every answer is checked before it
+ * reaches the component (jco would otherwise coerce a promise to `true`, or
+ * trap on a malformed record).
+ */
+function checkedStore(store) {
+  const sync = store.synchronous === true;
+  const bool = (op) => (v) => {
+    if (v === true || v === false) return v;
+    throw new TypeError(
+      `store.${op} answered ${typeof v === 'object' && v !== null && typeof v.then === 'function' ? 'a promise' : typeof v}, not a boolean` +
+        (sync ? ' (a synchronous store answers plain values)' : ''),
+    );
+  };
+  const record = (op) => (r) => {
+    if (r === null || r === undefined) return undefined;
+    if (typeof r !== 'object' || typeof r.key !== 'string' || !STATUS_FROM_WIT.has(r.status) || typeof r.createdAt !== 'bigint') {
+      throw new TypeError(`store.${op} answered something that is not a WIT record (WIT status spelling, bigint times)`);
+    }
+    return r;
+  };
+  const checks = {
+    insert: bool('insert'),
+    get: record('get'),
+    complete: bool('complete'),
+    replace: bool('replace'),
+    release: bool('release'),
+    list: (rs) => {
+      if (!Array.isArray(rs)) throw new TypeError('store.list answered something that is not a list of records');
+      return rs.map(record('list'));
+    },
+    purge: (n) => {
+      if (typeof n === 'bigint' || (Number.isSafeInteger(n) && n >= 0)) return n;
+      throw new TypeError('store.purge answered something that is not a count');
+    },
+  };
+  const wrapped = { kind: store.kind, synchronous: sync, [TRUSTED]: true, close: () => store.close?.() };
+  for (const op of OPS) {
+    const check = checks[op];
+    wrapped[op] = sync
+      ? (...args) => {
+          const v = store[op](...args);
+          try {
+            return check(v);
+          } catch (e) {
+            // A store-error payload: the core reports it as store-failed, not as a trap.
+            e.payload = { tag: 'failed', val: e.message };
+            throw e;
+          }
+        }
+      : async (...args) => check(await store[op](...args));
+  }
+  return wrapped;
+}
+
+/**
  * @param {{
  *   store: object,
  *   keyer?: object,
  *   ttlSeconds?: number,
+ *   releaseStatuses?: number[],
+ *   fastCompletion?: boolean,
  *   staleAfterSeconds?: number,
  *   now?: () => number,
  * }} options
  */
 export function createGuard(options = {}) {
   if (options === null || typeof options !== 'object') {
-    throw new TypeError('createGuard takes { store, keyer?, ttlSeconds?, staleAfterSeconds?, now? }');
+    throw new TypeError(
+      'createGuard takes { store, keyer?, ttlSeconds?, releaseStatuses?, fastCompletion?, staleAfterSeconds?, now? }',
+    );
   }
-  const { store, keyer } = options;
-  for (const method of ['insertIfAbsent', 'get', 'complete', 'applyRecovery', 'list', 'purge']) {
-    if (store === null || typeof store !== 'object' || typeof store[method] !== 'function') {
-      throw new TypeError(`createGuard: the store must have ${method}() (memoryStore, sqliteStore, pgStore)`);
+  const { keyer } = options;
+  const given = options.store;
+  for (const op of OPS) {
+    if (given === null || typeof given !== 'object' || typeof given[op] !== 'function') {
+      throw new TypeError(
+        `createGuard: the store must have ${op}() (memoryStore, sqliteStore, pgStore, or the seven WIT store operations)`,
+      );
     }
   }
+  const store = given[TRUSTED] === true ? given : checkedStore(given);
+  const sync = store.synchronous === true;
   const clock = options.now ?? systemNow;
   if (typeof clock !== 'function') throw new TypeError('now must be a function returning whole seconds');
   const now = () => seconds(clock(), 'now()');
-  const ttlSeconds =
-    options.ttlSeconds === undefined ? claims.defaultTtlSeconds() : seconds(options.ttlSeconds, 'ttlSeconds');
-  const defaultStaleAfter =
-    options.staleAfterSeconds === undefined ? undefined : seconds(options.staleAfterSeconds, 'staleAfterSeconds');
+  const defaults = claims.defaultRules();
+  const ruleValues = {
+    ttlSeconds: options.ttlSeconds === undefined ? defaults.ttlSeconds : seconds(options.ttlSeconds, 'ttlSeconds'),
+    releaseStatuses: options.releaseStatuses ?? defaults.releaseStatuses,
+    fastCompletion: options.fastCompletion ?? defaults.fastCompletion,
+  };
+  const rules = rulesIn(ruleValues, 'the guard options');
+  const staleAfterSeconds =
+    options.staleAfterSeconds === undefined
+      ? claims.defaultStaleAfterSeconds()
+      : seconds(options.staleAfterSeconds, 'staleAfterSeconds');
 
   function needKeyer(what) {
     if (keyer === undefined || keyer === null) {
@@ -74,8 +245,8 @@ export function createGuard(options = {}) {
     return keyer;
   }
 
-  /** The key, fingerprint, tenant and action of a run() input. */
-  function identify(input) {
+  /** The WIT attempt of a run() input. */
+  function attemptOf(input) {
     if (input === null || typeof input !== 'object') {
       throw new TypeError('run() takes { intent } or { key, tenantId, actionType, fingerprint | payload }');
     }
@@ -100,145 +271,306 @@ export function createGuard(options = {}) {
     return { key, fingerprint: nonEmpty(fingerprint, 'fingerprint'), tenantId, actionType };
   }
 
-  /**
-   * Runs the effect for an owned record and completes it. A thrown error with a
-   * `response` is an answer like any other: stored, so it is replayed. Any other
-   * throw leaves the record in_flight (the effect may have happened) and is
-   * rethrown; recovery asks the destination later.
-   */
-  async function execute(record, effect) {
-    let response;
-    let error;
-    try {
-      response = await effect(record.key);
-    } catch (e) {
-      const carried = errorResponse(e);
-      if (carried === null) throw e;
-      response = carried;
-      error = e;
+  /** Performs one operation of a flow on the store (awaited), or asks the destination. */
+  async function perform(op, ask) {
+    if (op.tag === 'ask') {
+      if (ask === undefined) throw new Error('intentkey: the core asked the destination outside a recovery (a bug)');
+      return { tag: 'answered', val: await ask(op.val) };
     }
-    response = responseIn(response, 'the effect’s response');
-    const completed = claims.complete(record, response, now(), ttlSeconds);
-    const recorded = await store.complete(record.key, completed);
-    const result = { outcome: 'owned', response, replayed: false, key: record.key, recorded };
-    if (error !== undefined) result.error = error;
-    return result;
+    try {
+      switch (op.tag) {
+        case 'insert':
+          return { tag: 'inserted', val: await store.insert(op.val) };
+        case 'get':
+          return { tag: 'got', val: (await store.get(op.val)) ?? undefined };
+        case 'complete':
+          return { tag: 'written', val: await store.complete(op.val) };
+        case 'replace':
+          return { tag: 'written', val: await store.replace(op.val) };
+        case 'release':
+          return { tag: 'written', val: await store.release(op.val) };
+        case 'list':
+          return { tag: 'listed', val: await store.list(op.val.status, op.val.limit) };
+        case 'purge':
+          return { tag: 'purged', val: await store.purge(op.val) };
+        default:
+          throw new Error(`intentkey: the core asked for an unknown store operation ${op.tag} (a bug)`);
+      }
+    } catch (e) {
+      throw storeFailure(e);
+    }
   }
 
+  /** Drives one flow of the `flows` resource to its end: the core sequences, this performs. */
+  async function drive(create, ask) {
+    const flow = internal.flow(create);
+    try {
+      let step = flow.start();
+      while (step.tag === 'io') step = flow.resume(await perform(step.val, ask));
+      return step.val;
+    } finally {
+      flow.drop();
+    }
+  }
+
+  /** Claims `attempt` at `t`: { outcome (WIT claim-outcome), ownerToken }. */
+  async function claim(attempt, t) {
+    if (sync) return internal.driving(store, null, (g) => g.claim(attempt, t));
+    const ownerToken = internal.ownerToken();
+    const out = await drive((Flow) => Flow.claim(attempt, ownerToken, t));
+    return { outcome: out.val, ownerToken };
+  }
+
+  /** Finishes an owned attempt by its outcome class: 'stored' | 'released' | 'left-in-flight' | 'superseded'. */
+  async function finish(key, ownerToken, result) {
+    const t = now();
+    if (sync) return internal.driving(store, null, (g) => g.finish(key, ownerToken, result.wit, t, rules));
+    const out = await drive((Flow) => Flow.finish(key, ownerToken, result.wit, t, rules));
+    return out.val;
+  }
+
+  /** The owner's answer after finishing; rethrows when there is no response to give. */
+  function ownedResult(key, result, finished) {
+    if (result.response === null) throw result.error;
+    const out = { outcome: 'owned', response: result.response, replayed: false, key, finished };
+    if (result.error !== undefined) out.error = result.error;
+    return out;
+  }
+
+  /** What an attempt that does not own the effect gets. */
+  function notOwned(outcome, key) {
+    if (outcome.tag === 'done') return { outcome: 'done', response: outcome.val, replayed: true, key };
+    // The core's problem answers (409, 422) are fixed texts: cached per instance.
+    const a = internal.answerFor(outcome.tag);
+    return {
+      outcome: outcome.tag,
+      response: { status: a.status, contentType: a.contentType, headers: NO_HEADERS, body: a.body },
+      replayed: a.replayed,
+      key,
+    };
+  }
+
+  /**
+   * Claims the key; the owner runs the effect and finishes the record; every
+   * other attempt gets the stored response or the core's 409/422.
+   */
   async function run(input, effect) {
     if (typeof effect !== 'function') throw new TypeError('run(input, effect): effect must be a function (key) => response');
-    const { key, fingerprint, tenantId, actionType } = identify(input);
-    // The insert decides. If it lost and the winner is gone by the time we read it
-    // (purged after expiring), claim again: a few tries, then give up loudly.
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const record = claims.newRecord(key, fingerprint, tenantId, actionType, now());
-      if (await store.insertIfAbsent(record)) return execute(record, effect);
-      const existing = await store.get(key);
-      if (existing === null) continue;
-      const decision = claims.decideExisting(existing, fingerprint);
-      const answer = claims.answerFor(decision);
-      if (answer === null) {
-        throw new Error(`intentkey: the core let a lost claim own key ${key}; this is a bug, please report it`);
-      }
-      return {
-        outcome: decision.outcome,
-        response: { status: answer.status, contentType: answer.contentType, body: answer.body },
-        replayed: answer.replayed,
-        key,
-      };
-    }
-    throw new Error(`intentkey: the record of key ${key} kept vanishing between claim and read; is a purge racing?`);
+    const attempt = attemptOf(input);
+    const claimed = await claim(attempt, now());
+    const { outcome } = claimed;
+    if (outcome.tag !== 'owned') return notOwned(outcome, attempt.key);
+    const result = await runEffect(effect, attempt.key);
+    const finished = await finish(attempt.key, claimed.ownerToken, result);
+    return ownedResult(attempt.key, result, finished);
   }
 
-  function staleAfter(value) {
-    const s = value === undefined ? defaultStaleAfter : seconds(value, 'staleAfterSeconds');
-    if (s === undefined) {
-      throw new TypeError(
-        'recovery needs staleAfterSeconds: how long a claim may run before the destination is asked ' +
-          '(createGuard({ staleAfterSeconds }) or recover({ staleAfterSeconds }))',
-      );
-    }
-    return s;
-  }
-
-  /**
-   * Asks the destination about one in_flight record and applies the core's
-   * decision. Re-executes only when the core says so (a read-your-writes
-   * destination answered absent), with the same key.
-   */
-  async function recover(request) {
+  function recoveryRules(request) {
     if (request === null || typeof request !== 'object') {
       throw new TypeError('recover() takes { key, lookup, readYourWrites?, effect?, staleAfterSeconds? }');
     }
-    const { key, lookup, effect } = request;
     const readYourWrites = request.readYourWrites ?? false;
-    nonEmpty(key, 'key');
-    if (typeof lookup !== 'function') throw new TypeError('recover(): lookup must be a function (key) => answer');
+    if (typeof request.lookup !== 'function') throw new TypeError('recover(): lookup must be a function (key) => answer');
     if (typeof readYourWrites !== 'boolean') throw new TypeError('readYourWrites must be a boolean');
-    if (readYourWrites && typeof effect !== 'function') {
+    if (readYourWrites && typeof request.effect !== 'function') {
       throw new TypeError('recover(): a read-your-writes destination can answer absent; pass the effect to run again');
     }
-    const stale = staleAfter(request.staleAfterSeconds);
+    const stale =
+      request.staleAfterSeconds === undefined ? staleAfterSeconds : seconds(request.staleAfterSeconds, 'staleAfterSeconds');
+    return { staleAfter: BigInt(stale), readYourWrites, ttlSeconds: rules.ttlSeconds };
+  }
 
-    const record = await store.get(key);
-    if (record === null) return { action: 'missing', key };
-    const t = now();
-    if (!claims.recoveryDue(record, t, stale)) return { action: 'not-due', key, record };
-
-    let answer;
-    try {
-      answer = await lookup(key);
-    } catch (e) {
-      // A look-up that fails (timeout, 5xx, network) could not tell.
-      answer = 'unknown';
-    }
-    const decision = claims.decideRecovery(record, answer, readYourWrites, t);
-    switch (decision.action) {
-      case 'record-done': {
-        const next = claims.complete(record, decision.response, t, ttlSeconds);
-        const applied = await store.applyRecovery(key, record, next);
-        return { action: 'record-done', key, applied, response: decision.response };
-      }
-      case 'check-later': {
-        const next = { ...record, lookups: decision.lookups, nextLookupAt: decision.nextLookupAt };
-        const applied = await store.applyRecovery(key, record, next);
-        return { action: 'check-later', key, applied, lookups: decision.lookups, nextLookupAt: decision.nextLookupAt };
-      }
-      case 'reconcile': {
-        const next = { ...record, status: 'needs_reconciliation', lookups: decision.lookups };
-        const applied = await store.applyRecovery(key, record, next);
-        return { action: 'reconcile', key, applied, lookups: decision.lookups };
-      }
-      case 're-execute': {
-        // Claim the re-execution first: the core's fresh in_flight record replaces
-        // the one read, only if nobody changed it meanwhile. One recoverer wins.
-        const next = claims.newRecord(key, record.fingerprint, record.tenantId, record.actionType, t);
-        const applied = await store.applyRecovery(key, record, next);
-        if (!applied) return { action: 're-execute', key, applied };
-        const result = await execute(next, effect);
-        return { action: 're-execute', key, applied, response: result.response, recorded: result.recorded };
-      }
+  /** The JavaScript result of a WIT `recovered`. */
+  function recoveredOut(key, rec) {
+    switch (rec.tag) {
+      case 'missing':
+        return { outcome: 'missing', key };
+      case 'not-in-flight':
+        return { outcome: 'not-in-flight', key, status: STATUS_FROM_WIT.get(rec.val) };
+      case 'not-due':
+        return { outcome: 'not-due', key, dueAt: secondsOut(rec.val, 'dueAt') };
+      case 'applied':
+      case 'lost':
+        return { outcome: rec.tag, key, ...recoveryOut(rec.val) };
       default:
-        throw new Error(`intentkey: unknown recovery action ${decision.action}`);
+        throw new Error(`intentkey: the core answered an unknown recovery outcome ${rec.tag} (a bug)`);
     }
   }
 
-  /** Recovers every in_flight record that the core says is due (oldest first). */
+  /**
+   * Asks the destination about one in-flight record that has been stale for
+   * staleAfterSeconds and applies the core's decision; re-executes (with the same
+   * key, under the recovery's new owner token) only when the core says so.
+   */
+  async function recover(request) {
+    const rrules = recoveryRules(request);
+    const key = nonEmpty(request.key, 'key');
+    const { lookup, effect } = request;
+    const ask = async (k) => {
+      let answer;
+      try {
+        answer = await lookup(k);
+      } catch {
+        return UNKNOWN; // a look-up that fails (timeout, 5xx, network) could not tell
+      }
+      return lookupIn(answer);
+    };
+    const ownerToken = internal.ownerToken();
+    const t = now();
+    const out = await drive((Flow) => Flow.recover(key, ownerToken, t, rrules), ask);
+    const result = recoveredOut(key, out.val);
+    if (result.outcome === 'applied' && result.action === 're-execute') {
+      // The record is ours now, under the new token: run the effect again, same key.
+      const ran = await runEffect(effect, key);
+      const finished = await finish(key, ownerToken, ran);
+      if (ran.response === null) throw ran.error;
+      result.response = ran.response;
+      result.finished = finished;
+      if (ran.error !== undefined) result.error = ran.error;
+    }
+    return result;
+  }
+
+  /**
+   * recover() with a synchronous look-up (and, for a read-your-writes
+   * destination, a synchronous effect), for synchronous stores: one call of the
+   * component's `guard` export, which asks the destination through the `gateway`
+   * import. Returns the result itself, not a promise.
+   */
+  function recoverSync(request) {
+    if (!sync) throw new TypeError('recoverSync needs a synchronous store (memoryStore, sqliteStore); use recover()');
+    const rrules = recoveryRules(request);
+    const key = nonEmpty(request.key, 'key');
+    const { lookup, effect } = request;
+    let misuse = null;
+    const ask = (k) => {
+      let answer;
+      try {
+        answer = lookup(k);
+      } catch {
+        return UNKNOWN;
+      }
+      if (answer !== null && typeof answer === 'object' && typeof answer.then === 'function') {
+        answer.then(undefined, () => {});
+        misuse = new TypeError(
+          'recoverSync: the look-up returned a promise; it was counted as unknown. ' +
+            'Use recover() for asynchronous look-ups',
+        );
+        return UNKNOWN;
+      }
+      try {
+        return lookupIn(answer);
+      } catch (e) {
+        misuse = e;
+        return UNKNOWN;
+      }
+    };
+    const t = now();
+    const rec = internal.driving(store, ask, (g) => g.recover(key, t, rrules));
+    if (misuse !== null) throw misuse;
+    const result = recoveredOut(key, rec.outcome);
+    if (result.outcome === 'applied' && result.action === 're-execute') {
+      let ran;
+      try {
+        const value = effect(key);
+        if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+          value.then(undefined, () => {});
+          ran = {
+            wit: FAILED,
+            response: null,
+            error: new TypeError(
+              'recoverSync: the effect returned a promise, so its outcome is unknown here and the record stays ' +
+                'in flight; use recover() for asynchronous effects',
+            ),
+          };
+        } else {
+          ran = returned(value);
+        }
+      } catch (e) {
+        ran = thrown(e);
+      }
+      const finished = internal.driving(store, null, (g) => g.finish(key, rec.ownerToken, ran.wit, now(), rules));
+      if (ran.response === null) throw ran.error;
+      result.response = ran.response;
+      result.finished = finished;
+      if (ran.error !== undefined) result.error = ran.error;
+    }
+    return result;
+  }
+
+  /** The keys of the in-flight records due a look-up now (at most `limit` read, oldest first). */
+  async function due(request = {}) {
+    const stale =
+      request.staleAfterSeconds === undefined ? staleAfterSeconds : seconds(request.staleAfterSeconds, 'staleAfterSeconds');
+    const limit = u32(request.limit ?? 1000, 'limit');
+    const t = now();
+    const out = await drive((Flow) => Flow.due(t, stale, limit));
+    return out.val;
+  }
+
+  /**
+   * recover() for every due in-flight record, oldest first. A record whose
+   * recovery throws is reported as { outcome: 'error', key, error } and the
+   * others go on.
+   */
   async function recoverAll(request = {}) {
-    const stale = staleAfter(request.staleAfterSeconds);
-    const records = await store.list('in_flight', request.limit === undefined ? {} : { limit: request.limit });
+    const keys = await due(request);
     const results = [];
-    for (const record of records) {
-      const result = await recover({ ...request, key: record.key, staleAfterSeconds: stale });
-      if (result.action !== 'not-due' && result.action !== 'missing') results.push(result);
+    for (const key of keys) {
+      try {
+        results.push(await recover({ ...request, key }));
+      } catch (error) {
+        results.push({ outcome: 'error', key, error });
+      }
     }
     return results;
   }
 
-  /** Deletes the records the core says are purgeable now; returns how many. */
+  /** Deletes the done records expired now; returns how many. */
   async function purge() {
-    return store.purge(now());
+    const t = now();
+    if (sync) return Number(internal.driving(store, null, (g) => g.purge(t)));
+    const out = await drive((Flow) => Flow.purge(t));
+    return Number(out.val);
   }
 
-  return Object.freeze({ run, recover, recoverAll, purge, store, keyer, ttlSeconds });
+  /** The record under `key` (stored spelling, numbers), or null. */
+  async function inspect(key) {
+    nonEmpty(key, 'key');
+    let r;
+    try {
+      r = await store.get(key);
+    } catch (e) {
+      throw storeFailure(e);
+    }
+    return r === undefined || r === null ? null : recordOut(r);
+  }
+
+  /** The records with `status` (stored spelling), oldest first. */
+  async function list(status, { limit = U32_MAX } = {}) {
+    const wit = STATUS_TO_WIT.get(status);
+    if (wit === undefined) throw new TypeError(`status must be one of ${[...STATUS_TO_WIT.keys()].join(', ')}`);
+    let rs;
+    try {
+      rs = await store.list(wit, u32(limit, 'limit'));
+    } catch (e) {
+      throw storeFailure(e);
+    }
+    return rs.map(recordOut);
+  }
+
+  return Object.freeze({
+    run,
+    recover,
+    recoverSync,
+    recoverAll,
+    due,
+    purge,
+    inspect,
+    list,
+    store: given,
+    keyer,
+    rules: Object.freeze({ ...ruleValues, releaseStatuses: Object.freeze([...ruleValues.releaseStatuses]) }),
+    staleAfterSeconds,
+  });
 }

@@ -1,7 +1,9 @@
-// The Node instance of the API (see core.js): the core modules are read and
-// compiled synchronously on first use, so importing costs nothing until then.
-// Shared by the entry (index.js), the guard and the stores.
+// The Node instance of the API (see core.js) over the full component (world
+// `intentkey`: the store and gateway imports, the guard export). The core modules
+// are read and compiled synchronously on first use, so importing costs nothing
+// until then. Shared by the entry (index.js), the guard and the stores.
 import { readFileSync } from 'node:fs';
+import { instantiate } from '../vendor/intentkey.js';
 import { createApi } from './core.js';
 
 const vendor = new URL('../vendor/', import.meta.url);
@@ -16,5 +18,5 @@ function getCoreModule(name) {
   return module;
 }
 
-export const api = createApi(getCoreModule);
-export const { claims } = api;
+export const api = createApi({ instantiate, getCoreModule, world: 'intentkey' });
+export const { claims, internal } = api;

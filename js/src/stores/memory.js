@@ -1,92 +1,86 @@
-// A store in process memory: for tests, single-process tools and examples. The
-// same interface and the same conditional writes as the SQL stores; JavaScript
-// runs one statement at a time, so each method is atomic. What may be purged is
-// the core's `purgeable`.
-import { claims } from '../node-core.js';
-import { checkNow, checkStatus, recordToRow, rowToRecord, COLUMNS } from './schema.js';
-
-/** A private copy of a record, through the same row form the SQL stores write. */
-function copy(record) {
-  const values = recordToRow(record);
-  return rowToRecord(Object.fromEntries(COLUMNS.map((c, i) => [c, values[i]])));
-}
+// A store in process memory: for tests, single-process tools and examples. It
+// holds the WIT records the component passes (no conversion, no copy: jco makes a
+// fresh object for every record it hands over and only reads what it is given)
+// and applies every fenced condition of the SQL stores. JavaScript runs one
+// operation at a time, so each is atomic. Synchronous: the guard plugs it into the
+// component's `store` import.
+import { TRUSTED } from './schema.js';
 
 /** A record store in memory (lost when the process ends). */
 export function memoryStore() {
-  /** @type {Map<string, ReturnType<typeof copy>>} */
+  /** @type {Map<string, any>} WIT records by key */
   const rows = new Map();
+
+  /** The record under `key` if it is in flight and still carries `token`. */
+  function fenced(key, token) {
+    const r = rows.get(key);
+    return r !== undefined && r.status === 'in-flight' && r.ownerToken === token ? r : undefined;
+  }
 
   return {
     kind: 'memory',
+    synchronous: true,
+    [TRUSTED]: true,
 
-    /** Inserts the record unless its key exists (INSERT … ON CONFLICT DO NOTHING). */
-    insertIfAbsent(record) {
-      const row = copy(record);
-      if (rows.has(row.key)) return false;
-      rows.set(row.key, row);
+    /** INSERT … ON CONFLICT (key) DO NOTHING: true when this call inserted. */
+    insert(record) {
+      if (rows.has(record.key)) return false;
+      rows.set(record.key, record);
       return true;
     },
 
     get(key) {
-      const row = rows.get(key);
-      return row === undefined ? null : copy(row);
+      return rows.get(key);
     },
 
-    /** Writes a completed record: only while the stored one is in_flight. */
-    complete(key, record) {
-      const next = copy(record);
-      const row = rows.get(key);
-      if (row === undefined || row.status !== 'in_flight') return false;
-      row.status = next.status;
-      row.response = next.response;
-      row.expiresAt = next.expiresAt;
-      row.lookups = next.lookups;
-      row.nextLookupAt = next.nextLookupAt;
+    /** The fenced completion. */
+    complete(c) {
+      const r = fenced(c.key, c.ownerToken);
+      if (r === undefined) return false;
+      r.status = 'done';
+      r.response = c.response;
+      r.expiresAt = c.expiresAt;
+      r.nextLookupAt = undefined;
       return true;
     },
 
-    /**
-     * Writes a recovery result: only while the stored record is in_flight and
-     * still as `expected` was read (created_at, lookups, next_lookup_at).
-     */
-    applyRecovery(key, expected, next) {
-      const want = copy(expected);
-      const n = copy(next);
-      const row = rows.get(key);
-      if (
-        row === undefined ||
-        row.status !== 'in_flight' ||
-        row.createdAt !== want.createdAt ||
-        row.lookups !== want.lookups ||
-        row.nextLookupAt !== want.nextLookupAt
-      ) {
-        return false;
-      }
-      row.status = n.status;
-      row.response = n.response;
-      row.createdAt = n.createdAt;
-      row.expiresAt = n.expiresAt;
-      row.lookups = n.lookups;
-      row.nextLookupAt = n.nextLookupAt;
+    /** The fenced recovery write: every mutable column, if the token and the look-up count still match. */
+    replace(x) {
+      const next = x.record;
+      const r = fenced(next.key, x.expectedToken);
+      if (r === undefined || r.lookups !== x.expectedLookups) return false;
+      r.status = next.status;
+      r.ownerToken = next.ownerToken;
+      r.response = next.response;
+      r.createdAt = next.createdAt;
+      r.expiresAt = next.expiresAt;
+      r.lookups = next.lookups;
+      r.nextLookupAt = next.nextLookupAt;
       return true;
     },
 
-    /** The records with this status, oldest first. */
-    list(status, { limit } = {}) {
-      checkStatus(status);
-      const out = [...rows.values()]
-        .filter((r) => r.status === status)
-        .sort((a, b) => a.createdAt - b.createdAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
-        .map(copy);
-      return limit === undefined ? out : out.slice(0, limit);
+    /** The fenced release (delete). */
+    release(x) {
+      if (fenced(x.key, x.ownerToken) === undefined) return false;
+      rows.delete(x.key);
+      return true;
     },
 
-    /** Deletes the records the core says are purgeable at `now`; returns how many. */
+    /** Records with `status` (WIT spelling), oldest first (created_at, then key), at most `limit`. */
+    list(status, limit) {
+      const out = [];
+      for (const r of rows.values()) if (r.status === status) out.push(r);
+      out.sort((a, b) =>
+        a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0,
+      );
+      return out.length > limit ? out.slice(0, limit) : out;
+    },
+
+    /** DELETE … WHERE status = 'done' AND expires_at <= now: how many. */
     purge(now) {
-      checkNow(now);
       let n = 0;
-      for (const [key, row] of rows) {
-        if (claims.purgeable(row, now)) {
+      for (const [key, r] of rows) {
+        if (r.status === 'done' && r.expiresAt !== undefined && r.expiresAt <= now) {
           rows.delete(key);
           n++;
         }

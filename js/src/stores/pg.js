@@ -1,26 +1,22 @@
 // A store in PostgreSQL through node-postgres (`pg` 8.x; an optional peer
-// dependency). Schema version 1 of docs/store-schema.md is applied inside a
-// transaction holding pg_advisory_xact_lock(7316502411) and recorded in
-// intentkey_schema_migrations, so concurrent processes (and the Rust host) can
-// start against one database. The unique key decides every claim
-// (INSERT … ON CONFLICT DO NOTHING); completions and recovery writes are
-// conditional on status = 'in_flight'; what may be purged is the core's
-// `purgeable`.
-import { claims } from '../node-core.js';
+// dependency). The schema is the component's (the core's one SQL file): one
+// transaction holding pg_advisory_xact_lock(migrationLock) creates the migrations
+// table, reads the highest version applied, applies each missing migration and
+// records it, so concurrent processes (and the Rust host) can start against one
+// database. Every operation is one statement; every write after the claim is
+// fenced on the owner token. The operations are asynchronous, so the guard drives
+// the core's claim flow through the `flows` resource (no sequencing here).
 import {
   COLUMNS,
-  PURGE_BATCH,
-  SCHEMA_VERSION,
-  checkNow,
-  checkStatus,
-  migrationsTable,
-  recordToRow,
+  TRUSTED,
+  coreSchema,
+  headersToColumn,
+  newerSchema,
+  recordParams,
   rowToRecord,
-  schemaV1,
+  storeError,
+  storedStatus,
 } from './schema.js';
-
-/** The advisory lock every intentkey migration takes (the Rust host's too). */
-export const MIGRATION_LOCK = 7316502411n;
 
 async function loadDriver() {
   try {
@@ -41,34 +37,24 @@ function quoteIdent(name) {
 
 const isPool = (x) => typeof x.connect === 'function' && 'totalCount' in x && 'idleCount' in x;
 
-/** Applies version 1 once, under the advisory lock, in one transaction. */
-async function migrate(client, table) {
+/** Applies every missing migration, under the advisory lock, in one transaction. */
+async function migrate(client, schema) {
+  const { migrations, migrationsTable, schemaVersion, migrationLock } = coreSchema();
   await client.query('BEGIN');
   try {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK.toString()]);
-    const { rows } = await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [
-      table('intentkey_schema_migrations'),
-    ]);
-    let version = 0;
-    if (rows[0].present) {
-      const r = await client.query(
-        `SELECT coalesce(max(version), 0) AS version FROM ${table('intentkey_schema_migrations')}`,
-      );
-      version = Number(r.rows[0].version);
-    } else {
-      await client.query(migrationsTable(table));
-    }
-    if (version > SCHEMA_VERSION) {
-      throw new Error(
-        `intentkey: this PostgreSQL schema is at version ${version}; ` +
-          `this package knows version ${SCHEMA_VERSION} (upgrade intentkey)`,
-      );
-    }
-    if (version < SCHEMA_VERSION) {
-      for (const sql of schemaV1(table)) await client.query(sql);
+    await client.query('SELECT pg_advisory_xact_lock($1)', [migrationLock.toString()]);
+    // The DDL stays verbatim: a `schema` option puts it there through search_path.
+    if (schema !== undefined) await client.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
+    await client.query(migrationsTable);
+    const { rows } = await client.query('SELECT coalesce(max(version), 0) AS version FROM intentkey_schema_migrations');
+    const version = Number(rows[0].version);
+    if (version > schemaVersion) throw newerSchema('PostgreSQL schema', version, schemaVersion);
+    for (const m of migrations) {
+      if (m.version <= version) continue;
+      for (const statement of m.statements) await client.query(statement);
       await client.query(
-        `INSERT INTO ${table('intentkey_schema_migrations')} (version, applied_at) VALUES ($1, $2)`,
-        [SCHEMA_VERSION, Math.floor(Date.now() / 1000)],
+        'INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES ($1, extract(epoch from now())::bigint)',
+        [m.version],
       );
     }
     await client.query('COMMIT');
@@ -79,18 +65,33 @@ async function migrate(client, table) {
 }
 
 /**
+ * node-postgres's error as a store error: a lost connection (no SQLSTATE), a
+ * connection exception (08…), an operator intervention (57P…), too many
+ * connections (53300) or a serialization failure or deadlock (40001, 40P01) is
+ * retryable; anything else failed.
+ */
+function failure(e) {
+  const code = typeof e?.code === 'string' ? e.code : '';
+  const sqlstate = /^[0-9A-Z]{5}$/.test(code);
+  const message = e instanceof Error ? e.message : String(e);
+  const unavailable =
+    !sqlstate || code.startsWith('08') || code.startsWith('57P') || code === '53300' || code === '40001' || code === '40P01';
+  return storeError(unavailable ? 'unavailable' : 'failed', sqlstate ? `postgres: ${code}: ${message}` : `postgres: ${message}`, e);
+}
+
+/**
  * A record store in PostgreSQL; resolves once the schema is in place.
  * @param {object} poolOrConfig a pg Pool, a connected pg Client (the caller
  *   keeps either), or a Pool config (the store makes the pool; close() ends it)
- * @param {{ schema?: string }} [options] qualify the tables with this schema
- *   instead of relying on search_path
+ * @param {{ schema?: string }} [options] the tables live in this schema (created
+ *   there, used qualified) instead of being found through search_path
  */
 export async function pgStore(poolOrConfig, options = {}) {
   if (poolOrConfig === null || typeof poolOrConfig !== 'object') {
     throw new TypeError('pgStore takes a pg Pool, a connected pg Client or a Pool config object');
   }
-  const prefix = options.schema === undefined ? '' : `${quoteIdent(options.schema)}.`;
-  const table = (name) => prefix + name;
+  const schema = options.schema;
+  if (schema !== undefined) quoteIdent(schema);
 
   let db;
   let owned = false;
@@ -101,92 +102,135 @@ export async function pgStore(poolOrConfig, options = {}) {
     db = new pg.Pool(poolOrConfig);
     owned = true;
   }
+  const pool = isPool(db);
 
   try {
-    if (isPool(db)) {
+    if (pool) {
       const client = await db.connect();
       try {
-        await migrate(client, table);
+        await migrate(client, schema);
       } finally {
         client.release();
       }
     } else {
-      await migrate(db, table);
+      await migrate(db, schema);
     }
   } catch (e) {
     if (owned) await db.end();
     throw e;
   }
 
-  const T = table('intentkey_records');
+  const T = schema === undefined ? 'intentkey_records' : `${quoteIdent(schema)}.intentkey_records`;
   const cols = COLUMNS.join(', ');
+  const completeSet =
+    "SET status = 'done', response_status = $3, response_content_type = $4, response_headers = $5, " +
+    'response_body = $6, expires_at = $7, next_lookup_at = NULL';
+  const fence = "key = $1 AND status = 'in_flight' AND owner_token = $2";
+  // Named statements are prepared once per connection.
   const sql = {
-    insert:
-      `INSERT INTO ${T} (${cols}) VALUES (${COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}) ` +
-      'ON CONFLICT (key) DO NOTHING',
-    get: `SELECT ${cols} FROM ${T} WHERE key = $1`,
-    complete:
-      `UPDATE ${T} SET status = $2, response_status = $3, response_content_type = $4, ` +
-      'response_body = $5, expires_at = $6, lookups = $7, next_lookup_at = $8 ' +
-      "WHERE key = $1 AND status = 'in_flight'",
-    recover:
-      `UPDATE ${T} SET status = $2, response_status = $3, response_content_type = $4, ` +
-      'response_body = $5, created_at = $6, expires_at = $7, lookups = $8, next_lookup_at = $9 ' +
-      "WHERE key = $1 AND status = 'in_flight' AND created_at = $10 AND lookups = $11 " +
-      'AND next_lookup_at IS NOT DISTINCT FROM $12::bigint',
-    list: `SELECT ${cols} FROM ${T} WHERE status = $1 ORDER BY created_at, key LIMIT $2`,
-    purgeCandidates:
-      `SELECT ${cols} FROM ${T} WHERE status = 'done' AND expires_at <= $1 AND key > $2 ` +
-      'ORDER BY key LIMIT $3',
-    purge: `DELETE FROM ${T} WHERE key = ANY($1::text[]) AND status = 'done' AND expires_at <= $2`,
+    insert: {
+      name: `ik-insert-${T}`,
+      text: `INSERT INTO ${T} (${cols}) VALUES (${COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}) ON CONFLICT (key) DO NOTHING`,
+    },
+    get: { name: `ik-get-${T}`, text: `SELECT ${cols} FROM ${T} WHERE key = $1` },
+    complete: { name: `ik-complete-${T}`, text: `UPDATE ${T} ${completeSet} WHERE ${fence}` },
+    // A Client is shared with whatever else the caller runs on it, so a fast
+    // completion cannot open a transaction there (other queries would join it):
+    // set_config(…, true) is SET LOCAL for the statement's own transaction.
+    completeFastOneStatement: {
+      name: `ik-complete-fast-${T}`,
+      text:
+        `UPDATE ${T} ${completeSet} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS fast ` +
+        `WHERE ${T}.key = $1 AND ${T}.status = 'in_flight' AND ${T}.owner_token = $2`,
+    },
+    replace: {
+      name: `ik-replace-${T}`,
+      text:
+        `UPDATE ${T} SET status = $4, owner_token = $5, response_status = $6, response_content_type = $7, ` +
+        'response_headers = $8, response_body = $9, created_at = $10, expires_at = $11, lookups = $12, ' +
+        "next_lookup_at = $13 WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3",
+    },
+    release: { name: `ik-release-${T}`, text: `DELETE FROM ${T} WHERE ${fence}` },
+    list: { name: `ik-list-${T}`, text: `SELECT ${cols} FROM ${T} WHERE status = $1 ORDER BY created_at, key LIMIT $2` },
+    purge: { name: `ik-purge-${T}`, text: `DELETE FROM ${T} WHERE status = 'done' AND expires_at <= $1` },
   };
+  const query = async (statement, values) => {
+    try {
+      return await db.query({ ...statement, values });
+    } catch (e) {
+      throw failure(e);
+    }
+  };
+  const completionValues = (c) => {
+    const x = c.response;
+    return [c.key, c.ownerToken, x.status, x.contentType, headersToColumn(x.headers), x.body, c.expiresAt];
+  };
+
+  /** BEGIN; SET LOCAL synchronous_commit = off; UPDATE …; COMMIT on one pooled connection. */
+  async function completeFast(c) {
+    let client;
+    try {
+      client = await db.connect();
+    } catch (e) {
+      throw failure(e);
+    }
+    let broken;
+    try {
+      await client.query('BEGIN');
+      await client.query('SET LOCAL synchronous_commit = off');
+      const r = await client.query({ ...sql.complete, values: completionValues(c) });
+      await client.query('COMMIT');
+      return r.rowCount === 1;
+    } catch (e) {
+      broken = e;
+      await client.query('ROLLBACK').catch(() => {});
+      throw failure(e);
+    } finally {
+      client.release(broken);
+    }
+  }
 
   return {
     kind: 'pg',
+    synchronous: false,
+    [TRUSTED]: true,
     /** The pg Pool or Client. */
     db,
 
-    async insertIfAbsent(record) {
-      const r = await db.query(sql.insert, recordToRow(record));
-      return r.rowCount === 1;
+    async insert(record) {
+      return (await query(sql.insert, recordParams(record))).rowCount === 1;
     },
 
     async get(key) {
-      const r = await db.query(sql.get, [key]);
-      return r.rows.length === 0 ? null : rowToRecord(r.rows[0]);
+      const { rows } = await query(sql.get, [key]);
+      return rows.length === 0 ? undefined : rowToRecord(rows[0]);
     },
 
-    async complete(key, record) {
-      const v = recordToRow(record);
-      const r = await db.query(sql.complete, [key, v[4], v[5], v[6], v[7], v[9], v[10], v[11]]);
-      return r.rowCount === 1;
+    async complete(c) {
+      if (c.fast) {
+        if (pool) return completeFast(c);
+        return (await query(sql.completeFastOneStatement, completionValues(c))).rowCount === 1;
+      }
+      return (await query(sql.complete, completionValues(c))).rowCount === 1;
     },
 
-    async applyRecovery(key, expected, next) {
-      const e = recordToRow(expected);
-      const v = recordToRow(next);
-      const r = await db.query(sql.recover, [
-        key, v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], e[8], e[10], e[11],
-      ]);
-      return r.rowCount === 1;
+    async replace(r) {
+      const v = recordParams(r.record);
+      const values = [v[0], r.expectedToken, r.expectedLookups, v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]];
+      return (await query(sql.replace, values)).rowCount === 1;
     },
 
-    async list(status, { limit = null } = {}) {
-      const r = await db.query(sql.list, [checkStatus(status), limit]);
-      return r.rows.map(rowToRecord);
+    async release(r) {
+      return (await query(sql.release, [r.key, r.ownerToken])).rowCount === 1;
+    },
+
+    async list(status, limit) {
+      const { rows } = await query(sql.list, [storedStatus(status), limit]);
+      return rows.map(rowToRecord);
     },
 
     async purge(now) {
-      checkNow(now);
-      let deleted = 0;
-      let after = '';
-      for (;;) {
-        const { rows } = await db.query(sql.purgeCandidates, [now, after, PURGE_BATCH]);
-        if (rows.length === 0) return deleted;
-        after = rows[rows.length - 1].key;
-        const keys = rows.map(rowToRecord).filter((r) => claims.purgeable(r, now)).map((r) => r.key);
-        if (keys.length > 0) deleted += (await db.query(sql.purge, [keys, now])).rowCount;
-      }
+      return (await query(sql.purge, [now])).rowCount;
     },
 
     /** Ends the pool if this store made it. */

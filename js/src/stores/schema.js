@@ -1,20 +1,25 @@
-// The record table every store uses, version 1 (docs/store-schema.md, shared
-// with the Rust host), and the mapping between its rows and the records of
-// claims.js. Column names and types are exactly the document's.
-import { STATUSES, recordIn } from '../claims.js';
+// What every store shares: the one schema (its DDL comes ONLY from the component's
+// `schema` export, i.e. the core's crates/intentkey/schema/intentkey.sql, the file
+// the Rust stores apply too), the mapping between its rows and the WIT records the
+// component passes to the store operations, and the store errors the WIT `store`
+// interface reports.
+import { internal } from '../node-core.js';
+import { NO_HEADERS, STATUS_FROM_WIT, STATUS_TO_WIT } from '../claims.js';
 
-/** The schema version this package writes and reads. */
-export const SCHEMA_VERSION = 1;
+/** Marks the package's own stores: the guard trusts what they return (no checks on the hot path). */
+export const TRUSTED = Symbol('intentkey.trusted-store');
 
-/** The record table's columns, in the order recordToRow writes them. */
+/** The record table's columns, in the order recordParams writes them and the stores select them. */
 export const COLUMNS = [
   'key',
   'fingerprint',
   'tenant_id',
   'action_type',
   'status',
+  'owner_token',
   'response_status',
   'response_content_type',
+  'response_headers',
   'response_body',
   'created_at',
   'expires_at',
@@ -22,95 +27,130 @@ export const COLUMNS = [
   'next_lookup_at',
 ];
 
+let cached = null;
 /**
- * Version 1's DDL, statement by statement; `table(name)` qualifies a name.
- * @param {(name: string) => string} table
+ * The schema, from the component: { migrations: [{ version, statements }],
+ * migrationsTable, schemaVersion, migrationLock (a bigint) }.
  */
-export function schemaV1(table = (name) => name) {
-  return [
-    `CREATE TABLE ${table('intentkey_records')} (
-    key                   TEXT PRIMARY KEY,
-    fingerprint           TEXT NOT NULL,
-    tenant_id             TEXT NOT NULL,
-    action_type           TEXT NOT NULL,
-    status                TEXT NOT NULL,
-    response_status       INTEGER,
-    response_content_type TEXT,
-    response_body         TEXT,
-    created_at            BIGINT NOT NULL,
-    expires_at            BIGINT,
-    lookups               INTEGER NOT NULL DEFAULT 0,
-    next_lookup_at        BIGINT
-)`,
-    `CREATE INDEX intentkey_records_expiry ON ${table('intentkey_records')} (expires_at)`,
-  ];
+export function coreSchema() {
+  if (cached === null) {
+    cached = internal.rawSchema((s) =>
+      Object.freeze({
+        migrations: s.migrations(),
+        migrationsTable: s.migrationsTable(),
+        schemaVersion: s.schemaVersion(),
+        migrationLock: s.migrationLock(),
+      }),
+    );
+  }
+  return cached;
 }
 
-/** The migrations table: PostgreSQL records applied versions in it (SQLite uses PRAGMA user_version). */
-export function migrationsTable(table = (name) => name) {
-  return `CREATE TABLE ${table('intentkey_schema_migrations')} (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`;
+/**
+ * A store failure as the WIT `store-error` (jco lowers the `payload`):
+ * `unavailable` (could not reach the store, or it was busy: retryable) or `failed`.
+ */
+export function storeError(kind, message, cause) {
+  const e = new Error(message, cause === undefined ? undefined : { cause });
+  e.name = 'StoreError';
+  e.payload = { tag: kind, val: message };
+  return e;
 }
 
-/** A record (checked to be one) as row values in COLUMNS order. */
-export function recordToRow(record) {
-  recordIn(record); // the same checks the core boundary makes: refuse a malformed record before writing it
-  const r = record.response ?? null;
-  return [
-    record.key,
-    record.fingerprint,
-    record.tenantId,
-    record.actionType,
-    record.status,
-    r === null ? null : r.status,
-    r === null ? null : r.contentType,
-    r === null ? null : r.body,
-    record.createdAt,
-    record.expiresAt ?? null,
-    record.lookups ?? 0,
-    record.nextLookupAt ?? null,
-  ];
+/** The response_headers column: JSON text of [name, value] pairs, or null when there are none. */
+export function headersToColumn(headers) {
+  return headers.length === 0 ? null : JSON.stringify(headers);
 }
 
-function seconds(value) {
-  return value === null || value === undefined ? null : Number(value);
+/** The response_headers column back; a malformed one is a `failed` store error. */
+export function headersFromColumn(text, key) {
+  if (text === null || text === undefined || text === '') return NO_HEADERS;
+  let pairs;
+  try {
+    pairs = JSON.parse(text);
+  } catch {
+    pairs = null;
+  }
+  if (
+    !Array.isArray(pairs) ||
+    !pairs.every((p) => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string')
+  ) {
+    throw storeError(
+      'failed',
+      `record ${key}: the stored response headers are not a JSON array of [name, value] string pairs; ` +
+        'the row was written by something other than intentkey',
+    );
+  }
+  return pairs;
 }
 
-/** A row (BIGINTs as numbers, or as strings from pg) to a record. */
+const optionalBig = (v) => (v === null || v === undefined ? undefined : BigInt(v));
+
+/** A row (BIGINTs as numbers, bigints or strings) to the WIT record. */
 export function rowToRecord(row) {
+  const key = row.key;
+  const status = STATUS_TO_WIT.get(row.status);
+  if (status === undefined) throw storeError('failed', `record ${key} has an unknown status ${JSON.stringify(row.status)}`);
+  let response;
+  if (row.response_status !== null && row.response_status !== undefined) {
+    const code = Number(row.response_status);
+    if (!Number.isInteger(code) || code < 0 || code > 65535) {
+      throw storeError('failed', `record ${key} has response status ${row.response_status}`);
+    }
+    response = {
+      status: code,
+      contentType: row.response_content_type ?? '',
+      headers: headersFromColumn(row.response_headers, key),
+      body: row.response_body ?? '',
+    };
+  }
   return {
-    key: row.key,
+    key,
     fingerprint: row.fingerprint,
     tenantId: row.tenant_id,
     actionType: row.action_type,
-    status: row.status,
-    response:
-      row.response_status === null || row.response_status === undefined
-        ? null
-        : {
-            status: Number(row.response_status),
-            contentType: row.response_content_type ?? '',
-            body: row.response_body ?? '',
-          },
-    createdAt: Number(row.created_at),
-    expiresAt: seconds(row.expires_at),
+    status,
+    ownerToken: row.owner_token,
+    response,
+    createdAt: BigInt(row.created_at),
+    expiresAt: optionalBig(row.expires_at),
     lookups: Number(row.lookups),
-    nextLookupAt: seconds(row.next_lookup_at),
+    nextLookupAt: optionalBig(row.next_lookup_at),
   };
 }
 
-/** Whole seconds for a store argument (`now`). */
-export function checkNow(now) {
-  if (!Number.isSafeInteger(now)) throw new TypeError('now must be whole seconds (a safe integer)');
-  return now;
+/** A WIT record as row values, in COLUMNS order. */
+export function recordParams(r) {
+  const x = r.response;
+  return [
+    r.key,
+    r.fingerprint,
+    r.tenantId,
+    r.actionType,
+    STATUS_FROM_WIT.get(r.status),
+    r.ownerToken,
+    x === undefined || x === null ? null : x.status,
+    x === undefined || x === null ? null : x.contentType,
+    x === undefined || x === null ? null : headersToColumn(x.headers),
+    x === undefined || x === null ? null : x.body,
+    r.createdAt,
+    r.expiresAt ?? null,
+    r.lookups,
+    r.nextLookupAt ?? null,
+  ];
 }
 
-/** The status a list() asks for, checked. */
-export function checkStatus(status) {
-  if (!STATUSES.includes(status)) {
-    throw new TypeError(`status must be one of ${STATUSES.join(', ')} (got ${String(status)})`);
-  }
-  return status;
+/** The statuses the WIT names, stored spelling (for list). */
+export function storedStatus(witStatus) {
+  const s = STATUS_FROM_WIT.get(witStatus);
+  if (s === undefined) throw storeError('failed', `unknown status ${String(witStatus)}`);
+  return s;
 }
 
-/** How many records purge() reads per batch before asking the core about each. */
-export const PURGE_BATCH = 500;
+/** Why a schema version is refused. */
+export function newerSchema(where, version, latest) {
+  return new Error(
+    `intentkey: this ${where} is at schema version ${version}; this package knows version ${latest} ` +
+      '(upgrade intentkey)',
+  );
+}

@@ -1,21 +1,22 @@
 // A store in SQLite through better-sqlite3 (12.x; an optional peer dependency).
 // WAL, synchronous=FULL and a busy timeout, so several processes can share one
-// database file; the schema is version 1 of docs/store-schema.md, tracked with
-// PRAGMA user_version. The unique key decides every claim
-// (INSERT … ON CONFLICT DO NOTHING); completions and recovery writes are
-// conditional on status = 'in_flight'; what may be purged is the core's
-// `purgeable`. better-sqlite3 is synchronous, so the methods return plain values.
+// database file. The schema is the component's (the core's one SQL file), applied
+// above PRAGMA user_version inside BEGIN IMMEDIATE. Every operation is one
+// statement; every write after the claim is fenced on the owner token.
+// better-sqlite3 is synchronous, so the guard plugs this store into the
+// component's `store` import. Fast completions (`completion.fast`) are written
+// like any other: SQLite has no per-transaction asynchronous commit.
 import { createRequire } from 'node:module';
-import { claims } from '../node-core.js';
 import {
   COLUMNS,
-  PURGE_BATCH,
-  SCHEMA_VERSION,
-  checkNow,
-  checkStatus,
-  recordToRow,
+  TRUSTED,
+  coreSchema,
+  headersToColumn,
+  newerSchema,
+  recordParams,
   rowToRecord,
-  schemaV1,
+  storeError,
+  storedStatus,
 } from './schema.js';
 
 const require = createRequire(import.meta.url);
@@ -42,23 +43,37 @@ function isDatabase(value) {
   );
 }
 
-/** Applies version 1 once, in an IMMEDIATE transaction (one writer at a time). */
+/** Applies the component's migrations above PRAGMA user_version, in one IMMEDIATE transaction. */
 function migrate(db) {
+  const { migrations, schemaVersion } = coreSchema();
+  const check = (version) => {
+    if (version > schemaVersion) throw newerSchema('SQLite database', version, schemaVersion);
+  };
+  const current = db.pragma('user_version', { simple: true });
+  check(current);
+  if (current === schemaVersion) return;
   const apply = db.transaction(() => {
+    // Read again under the write lock: another process may have migrated meanwhile.
     const version = db.pragma('user_version', { simple: true });
-    if (version === SCHEMA_VERSION) return;
-    if (version !== 0) {
-      throw new Error(
-        `intentkey: this SQLite database is at schema version ${version}; ` +
-          `this package knows version ${SCHEMA_VERSION} (upgrade intentkey)`,
-      );
+    check(version);
+    if (version === schemaVersion) return;
+    for (const m of migrations) {
+      if (m.version <= version) continue;
+      for (const statement of m.statements) db.exec(statement);
     }
     // SQLite keeps the version in PRAGMA user_version (as the Rust host does), not
     // in intentkey_schema_migrations.
-    for (const sql of schemaV1()) db.exec(sql);
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    db.pragma(`user_version = ${schemaVersion}`);
   });
-  if (db.pragma('user_version', { simple: true }) !== SCHEMA_VERSION) apply.immediate();
+  apply.immediate();
+}
+
+/** better-sqlite3's error as a store error: busy or locked is retryable. */
+function failure(e) {
+  const code = typeof e?.code === 'string' ? e.code : '';
+  const message = `sqlite: ${code === '' ? '' : `${code}: `}${e instanceof Error ? e.message : String(e)}`;
+  const busy = code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED');
+  return storeError(busy ? 'unavailable' : 'failed', message, e);
 }
 
 /**
@@ -95,78 +110,99 @@ export function sqliteStore(pathOrDb, options = {}) {
   }
 
   const cols = COLUMNS.join(', ');
-  const insert = db.prepare(
-    `INSERT INTO intentkey_records (${cols}) VALUES (${COLUMNS.map(() => '?').join(', ')}) ` +
-      'ON CONFLICT (key) DO NOTHING',
-  );
-  const select = db.prepare(`SELECT ${cols} FROM intentkey_records WHERE key = ?`);
-  const complete = db.prepare(
-    'UPDATE intentkey_records SET status = ?, response_status = ?, response_content_type = ?, ' +
-      'response_body = ?, expires_at = ?, lookups = ?, next_lookup_at = ? ' +
-      "WHERE key = ? AND status = 'in_flight'",
-  );
-  const recover = db.prepare(
-    'UPDATE intentkey_records SET status = ?, response_status = ?, response_content_type = ?, ' +
-      'response_body = ?, created_at = ?, expires_at = ?, lookups = ?, next_lookup_at = ? ' +
-      "WHERE key = ? AND status = 'in_flight' AND created_at = ? AND lookups = ? AND next_lookup_at IS ?",
-  );
-  const list = db.prepare(
-    `SELECT ${cols} FROM intentkey_records WHERE status = ? ORDER BY created_at, key LIMIT ?`,
-  );
-  const purgeCandidates = db.prepare(
-    `SELECT ${cols} FROM intentkey_records ` +
-      "WHERE status = 'done' AND expires_at <= ? AND key > ? ORDER BY key LIMIT ?",
-  );
-  const purgeOne = db.prepare(
-    "DELETE FROM intentkey_records WHERE key = ? AND status = 'done' AND expires_at <= ?",
-  );
-  const purgeBatch = db.transaction((keys, now) => {
-    let n = 0;
-    for (const key of keys) n += purgeOne.run(key, now).changes;
-    return n;
-  });
+  const sql = {
+    insert: db.prepare(
+      `INSERT INTO intentkey_records (${cols}) VALUES (${COLUMNS.map(() => '?').join(', ')}) ON CONFLICT (key) DO NOTHING`,
+    ),
+    get: db.prepare(`SELECT ${cols} FROM intentkey_records WHERE key = ?`),
+    complete: db.prepare(
+      "UPDATE intentkey_records SET status = 'done', response_status = ?, response_content_type = ?, " +
+        'response_headers = ?, response_body = ?, expires_at = ?, next_lookup_at = NULL ' +
+        "WHERE key = ? AND status = 'in_flight' AND owner_token = ?",
+    ),
+    replace: db.prepare(
+      'UPDATE intentkey_records SET status = ?, owner_token = ?, response_status = ?, response_content_type = ?, ' +
+        'response_headers = ?, response_body = ?, created_at = ?, expires_at = ?, lookups = ?, next_lookup_at = ? ' +
+        "WHERE key = ? AND status = 'in_flight' AND owner_token = ? AND lookups = ?",
+    ),
+    release: db.prepare("DELETE FROM intentkey_records WHERE key = ? AND status = 'in_flight' AND owner_token = ?"),
+    list: db.prepare(`SELECT ${cols} FROM intentkey_records WHERE status = ? ORDER BY created_at, key LIMIT ?`),
+    purge: db.prepare("DELETE FROM intentkey_records WHERE status = 'done' AND expires_at <= ?"),
+  };
 
   return {
     kind: 'sqlite',
+    synchronous: true,
+    [TRUSTED]: true,
     /** The better-sqlite3 Database. */
     db,
 
-    insertIfAbsent(record) {
-      return insert.run(...recordToRow(record)).changes === 1;
+    insert(record) {
+      try {
+        return sql.insert.run(recordParams(record)).changes === 1;
+      } catch (e) {
+        throw failure(e);
+      }
     },
 
     get(key) {
-      const row = select.get(key);
-      return row === undefined ? null : rowToRecord(row);
+      let row;
+      try {
+        row = sql.get.get(key);
+      } catch (e) {
+        throw failure(e);
+      }
+      return row === undefined ? undefined : rowToRecord(row);
     },
 
-    complete(key, record) {
-      const v = recordToRow(record);
-      return complete.run(v[4], v[5], v[6], v[7], v[9], v[10], v[11], key).changes === 1;
+    complete(c) {
+      const x = c.response;
+      try {
+        return (
+          sql.complete.run(x.status, x.contentType, headersToColumn(x.headers), x.body, c.expiresAt, c.key, c.ownerToken)
+            .changes === 1
+        );
+      } catch (e) {
+        throw failure(e);
+      }
     },
 
-    applyRecovery(key, expected, next) {
-      const e = recordToRow(expected);
-      const v = recordToRow(next);
-      return (
-        recover.run(v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], key, e[8], e[10], e[11]).changes === 1
-      );
+    replace(r) {
+      const v = recordParams(r.record);
+      try {
+        return (
+          sql.replace.run(v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[0], r.expectedToken, r.expectedLookups)
+            .changes === 1
+        );
+      } catch (e) {
+        throw failure(e);
+      }
     },
 
-    list(status, { limit = -1 } = {}) {
-      return list.all(checkStatus(status), limit).map(rowToRecord);
+    release(r) {
+      try {
+        return sql.release.run(r.key, r.ownerToken).changes === 1;
+      } catch (e) {
+        throw failure(e);
+      }
+    },
+
+    list(status, limit) {
+      const stored = storedStatus(status);
+      let rows;
+      try {
+        rows = sql.list.all(stored, limit);
+      } catch (e) {
+        throw failure(e);
+      }
+      return rows.map(rowToRecord);
     },
 
     purge(now) {
-      checkNow(now);
-      let deleted = 0;
-      let after = '';
-      for (;;) {
-        const rows = purgeCandidates.all(now, after, PURGE_BATCH);
-        if (rows.length === 0) return deleted;
-        after = rows[rows.length - 1].key;
-        const keys = rows.map(rowToRecord).filter((r) => claims.purgeable(r, now)).map((r) => r.key);
-        deleted += purgeBatch(keys, now);
+      try {
+        return sql.purge.run(now).changes;
+      } catch (e) {
+        throw failure(e);
       }
     },
 
