@@ -1,6 +1,8 @@
 //! Per-key cost of the component on wasmtime against the native core, single
 //! calls and batched, on the same inputs (`bench/inputs.json`).
 //!
+//! The pure component (`dist/intentkey-pure.wasm`, world `pure`).
+//!
 //! `cargo xtask build-component && cargo bench -p intentkey-wasmtime --bench wasm`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -20,7 +22,7 @@ fn bench(c: &mut Criterion) {
     let inputs: Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("bench/inputs.json")).unwrap())
             .unwrap();
-    let engine = WasmEngine::from_file(root.join("dist/intentkey.wasm"))
+    let engine = WasmEngine::from_file(root.join("dist/intentkey-pure.wasm"))
         .expect("run cargo xtask build-component first");
     let mut keys = WasmKeys::new(&engine).unwrap();
     for (case, input) in inputs["cases"].as_object().unwrap() {
