@@ -4,16 +4,17 @@ use std::path::{Path, PathBuf};
 
 use intentkey_wasmtime::WasmEngine;
 
-/// Where the build puts the component.
+/// Where the build puts the keys-only component (world `pure`: it needs no
+/// store, so the command line supplies none).
 fn default_component() -> PathBuf {
     std::env::var_os("INTENTKEY_COMPONENT").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/intentkey.wasm"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/intentkey-pure.wasm"),
         PathBuf::from,
     )
 }
 
 /// Loads `path` (or the default): a `.cwasm` from `intentkey precompile`
-/// loads in under a millisecond; an `intentkey.wasm` is compiled.
+/// loads in under a millisecond; an `intentkey-pure.wasm` is compiled.
 pub fn load(path: Option<&Path>) -> Result<WasmEngine, String> {
     let path = path.map_or_else(default_component, Path::to_path_buf);
     let loaded = if path.extension().is_some_and(|e| e == "cwasm") {

@@ -5,10 +5,12 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use intentkey::claim::{ClaimOutcome, Lookup, Record, RecoveryAction, Response, Status};
+use intentkey::claim::{
+    ClaimOutcome, EffectResult, Finished, Lookup, Recovered, RecoveryAction, Response, Status,
+};
 use intentkey::{Deriver, Intent, Payload, Policy, Secret};
 use intentkey_store::guard::{Attempt, Gateway, Guard};
-use intentkey_store::{claim, open, Store};
+use intentkey_store::{open, Store};
 
 /// A fake payment destination: it executes effects (counting them) and
 /// answers look-ups by key.
@@ -199,8 +201,8 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
         r#"{"creditor_key":"maria@example.com","amount":"99.90","currency":"BRL"}"#,
         t0 + 60,
     )?;
-    let owner = Record::in_flight(&b.key, &b.fingerprint, "tenant-1", "pix.send", t0 + 60);
-    let o1 = claim(store, &owner).map_err(|e| err(&e))?;
+    let worker1 = guard.claim(&b, t0 + 60).map_err(|e| err(&e))?;
+    let o1 = worker1.outcome.clone();
     tl.say(
         t0 + 60,
         "intent B, worker 1",
@@ -210,11 +212,16 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
             outcome_text(&o1)
         ),
     );
-    let o2 = claim(store, &owner).map_err(|e| err(&e))?;
+    let o2 = guard.claim(&b, t0 + 61).map_err(|e| err(&e))?.outcome;
     tl.say(t0 + 61, "intent B, worker 2", &outcome_text(&o2));
     let response = dest.pay(&b.key, &amount_b);
-    guard
-        .complete(owner, response.clone(), t0 + 62)
+    let finished = guard
+        .finish(
+            &b.key,
+            &worker1.owner_token,
+            EffectResult::Answered(response.clone()),
+            t0 + 62,
+        )
         .map_err(|e| err(&e))?;
     tl.say(
         t0 + 62,
@@ -222,7 +229,10 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
         &format!("effect done → {} stored", response.status),
     );
     check(
-        o1 == ClaimOutcome::Owned && o2 == ClaimOutcome::InFlight && dest.effects(&b.key) == 1,
+        o1 == ClaimOutcome::Owned
+            && o2 == ClaimOutcome::InFlight
+            && finished == Finished::Stored
+            && dest.effects(&b.key) == 1,
         "a concurrent duplicate gets 409",
     )?;
 
@@ -256,8 +266,7 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
         r#"{"creditor_key":"12.345.678/0001-95","amount":"250.00","currency":"BRL"}"#,
         t0 + 120,
     )?;
-    let rec_c = Record::in_flight(&c.key, &c.fingerprint, "tenant-1", "pix.send", t0 + 120);
-    claim(store, &rec_c).map_err(|e| err(&e))?;
+    guard.claim(&c, t0 + 120).map_err(|e| err(&e))?;
     dest.pay(&c.key, &amount_c);
     tl.say(
         t0 + 120,
@@ -279,9 +288,9 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
         ),
     );
     let recovered = guard
-        .recover_due(&dest, t0 + 420, 300, None)
+        .recover_due(&dest, t0 + 420, 100, None)
         .map_err(|e| err(&e))?;
-    for (key, action) in &recovered {
+    for (key, recovery) in &recovered {
         if *key == c.key {
             tl.say(
                 t0 + 420,
@@ -289,7 +298,7 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
                 &format!(
                     "look-up of {} at the destination → {}",
                     short(key),
-                    action_text(action)
+                    recovered_text(&recovery.outcome)
                 ),
             );
         }
@@ -313,11 +322,7 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
         r#"{"creditor_key":"joao@example.com","amount":"42.00","currency":"BRL"}"#,
         t0 + 600,
     )?;
-    claim(
-        store,
-        &Record::in_flight(&d.key, &d.fingerprint, "tenant-1", "pix.send", t0 + 600),
-    )
-    .map_err(|e| err(&e))?;
+    guard.claim(&d, t0 + 600).map_err(|e| err(&e))?;
     dest.pay(&d.key, &amount_d);
     dest.unreachable.borrow_mut().push(d.key.clone());
     tl.say(
@@ -333,8 +338,8 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
         if record.status != Status::InFlight {
             break;
         }
-        let action = guard
-            .recover_one(&dest, record, now, None)
+        let recovery = guard
+            .recover(&d.key, &dest, now, None)
             .map_err(|e| err(&e))?;
         tl.say(
             now,
@@ -342,11 +347,13 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
             &format!(
                 "look-up of {} → unknown → {}",
                 short(&d.key),
-                action_text(&action)
+                recovered_text(&recovery.outcome)
             ),
         );
-        match action {
-            RecoveryAction::CheckLater { next_lookup_at, .. } => now = next_lookup_at,
+        match recovery.outcome {
+            Recovered::Applied(RecoveryAction::CheckLater { next_lookup_at, .. }) => {
+                now = next_lookup_at;
+            }
             _ => break,
         }
     }
@@ -374,14 +381,115 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
         "unknown never re-executes; it ends in reconciliation",
     )?;
 
+    // 6. "Nothing happened" releases the claim; a superseded owner cannot overwrite.
+    println!("\n6. The destination rate-limits the first attempt, then a slow owner is superseded");
+    let (e, amount_e) = attempt(
+        r#"{"creditor_key":"ana@example.com","amount":"7.00","currency":"BRL"}"#,
+        t0 + 2000,
+    )?;
+    let limited = guard
+        .run(&e, t0 + 2000, |_| {
+            Response::json(429, r#"{"error":"rate_limited"}"#)
+        })
+        .map_err(|e| err(&e))?;
+    tl.say(
+        t0 + 2000,
+        "intent E, attempt 1",
+        &format!(
+            "destination answers 429 → claim {} (nothing happened)",
+            limited.finished.map_or("?", Finished::as_str)
+        ),
+    );
+    let paid = guard
+        .run(&e, t0 + 2010, |key| dest.pay(key, &amount_e))
+        .map_err(|e| err(&e))?;
+    tl.say(
+        t0 + 2010,
+        "intent E, retry",
+        &format!(
+            "{} → effect runs, {} stored",
+            outcome_text(&paid.outcome),
+            paid.status
+        ),
+    );
+    let (f, amount_f) = attempt(
+        r#"{"creditor_key":"rui@example.com","amount":"3.00","currency":"BRL"}"#,
+        t0 + 2100,
+    )?;
+    let slow = guard.claim(&f, t0 + 2100).map_err(|e| err(&e))?;
+    let taken = guard
+        .recover(
+            &f.key,
+            &ReadYourWrites(&dest),
+            t0 + 2400,
+            Some(&mut |key: &str| EffectResult::Answered(dest.pay(key, &amount_f))),
+        )
+        .map_err(|e| err(&e))?;
+    tl.say(
+        t0 + 2400,
+        "recovery",
+        &format!(
+            "intent F stale, destination (read-your-writes) says absent → {}, effect runs once",
+            recovered_text(&taken.outcome)
+        ),
+    );
+    let late = guard
+        .finish(
+            &f.key,
+            &slow.owner_token,
+            EffectResult::Answered(Response::json(201, "{}")),
+            t0 + 2401,
+        )
+        .map_err(|e| err(&e))?;
+    tl.say(
+        t0 + 2401,
+        "intent F, slow owner",
+        &format!("finishes late → {} (nothing overwritten)", late.as_str()),
+    );
+    check(
+        limited.finished == Some(Finished::Released)
+            && paid.outcome == ClaimOutcome::Owned
+            && dest.effects(&e.key) == 1
+            && late == Finished::Superseded
+            && dest.effects(&f.key) == 1,
+        "a release lets the retry run; a superseded owner cannot overwrite",
+    )?;
+
     println!(
-        "\nEffects at the destination: A {}, B {}, C {}, D {} (each intent exactly once).",
+        "\nEffects at the destination: A {}, B {}, C {}, D {}, E {}, F {} (each intent exactly once).",
         dest.effects(&a.key),
         dest.effects(&b.key),
         dest.effects(&c.key),
-        dest.effects(&d.key)
+        dest.effects(&d.key),
+        dest.effects(&e.key),
+        dest.effects(&f.key)
     );
     Ok(())
+}
+
+/// The destination asked as a read-your-writes one (its `absent` is trusted).
+struct ReadYourWrites<'d>(&'d Destination);
+
+impl Gateway for ReadYourWrites<'_> {
+    fn lookup(&self, key: &str) -> Lookup {
+        self.0.lookup(key)
+    }
+
+    fn read_your_writes(&self) -> bool {
+        true
+    }
+}
+
+fn recovered_text(outcome: &Recovered) -> String {
+    match outcome {
+        Recovered::Applied(action) => action_text(action),
+        Recovered::Lost(action) => {
+            format!("{} (another recoverer wrote first)", action_text(action))
+        }
+        Recovered::NotDue { due_at } => format!("not due before t+{}s", due_at - 1_700_000_000),
+        Recovered::NotInFlight(status) => format!("nothing to do: the record is {status}"),
+        Recovered::Missing => "nothing to do: no such record".into(),
+    }
 }
 
 fn action_text(action: &RecoveryAction) -> String {
@@ -390,7 +498,7 @@ fn action_text(action: &RecoveryAction) -> String {
             format!("found: recorded as done ({}), not run again", r.status)
         }
         RecoveryAction::ReExecute => {
-            "absent (read-your-writes): run again with the same key".into()
+            "re-execute: taken over with a new owner token, run again with the same key".into()
         }
         RecoveryAction::CheckLater {
             lookups,

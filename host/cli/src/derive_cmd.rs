@@ -11,6 +11,8 @@ use intentkey::{
 };
 use serde_json::{json, Value};
 
+use crate::CliError;
+
 /// Which implementation answers.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Engine {
@@ -43,8 +45,8 @@ pub struct DeriveArgs {
     /// Which implementation answers the lines.
     #[arg(long, value_enum, default_value = "native", requires = "jsonl")]
     engine: Engine,
-    /// The component for `--engine wasm`: `intentkey.wasm`, or a `.cwasm` made by
-    /// `intentkey precompile` (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey.wasm).
+    /// The component for `--engine wasm`: `intentkey-pure.wasm`, or a `.cwasm` made by
+    /// `intentkey precompile` (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey-pure.wasm).
     #[arg(long)]
     component: Option<PathBuf>,
     /// Print no summary on stderr.
@@ -89,25 +91,28 @@ pub struct DeriveArgs {
     material: bool,
 }
 
-pub fn run(args: DeriveArgs) -> Result<ExitCode, String> {
+pub fn run(args: DeriveArgs) -> Result<ExitCode, CliError> {
     let policy_text = match &args.policy {
         Some(path) => Some(
             fs::read_to_string(path)
-                .map_err(|e| format!("cannot read policy {}: {e}", path.display()))?,
+                .map_err(|e| CliError::io(format!("cannot read policy {}: {e}", path.display())))?,
         ),
         None => None,
     };
     // The policy is validated up front, whichever engine answers.
     let policy = match (&policy_text, &args.policy) {
-        (Some(text), Some(path)) => {
-            Policy::from_json(text).map_err(|e| format!("policy {}: {e}", path.display()))?
-        }
+        (Some(text), Some(path)) => Policy::from_json(text).map_err(|e| {
+            CliError::new(e.code().as_str(), format!("policy {}: {e}", path.display()))
+        })?,
         _ => Policy::default(),
     };
     if args.jsonl {
         let engine = match args.engine {
             Engine::Native => None,
-            Engine::Wasm => Some(crate::component::load(args.component.as_deref())?),
+            Engine::Wasm => Some(
+                crate::component::load(args.component.as_deref())
+                    .map_err(|m| CliError::new("component-failed", m))?,
+            ),
         };
         return run_jsonl(&args, policy, policy_text.as_deref(), engine.as_ref());
     }
@@ -134,10 +139,11 @@ fn run_jsonl(
     policy: Policy,
     policy_text: Option<&str>,
     engine: Option<&intentkey_wasmtime::WasmEngine>,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, CliError> {
     let input: Box<dyn Read> = match &args.input {
         Some(path) => Box::new(
-            fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?,
+            fs::File::open(path)
+                .map_err(|e| CliError::io(format!("cannot open {}: {e}", path.display())))?,
         ),
         None => Box::new(io::stdin().lock()),
     };
@@ -145,7 +151,10 @@ fn run_jsonl(
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     let mut wasm_keys = match engine {
-        Some(engine) => Some(intentkey_wasmtime::WasmKeys::new(engine).map_err(|e| e.to_string())?),
+        Some(engine) => Some(
+            intentkey_wasmtime::WasmKeys::new(engine)
+                .map_err(|e| CliError::new("component-failed", e.to_string()))?,
+        ),
         None => None,
     };
     let mut native = RequestAnswerer::new(policy);
@@ -156,7 +165,7 @@ fn run_jsonl(
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|e| format!("reading input: {e}"))?;
+            .map_err(|e| CliError::io(format!("reading input: {e}")))?;
         if n > 0 {
             if buf.last() == Some(&b'\n') {
                 buf.pop();
@@ -168,12 +177,14 @@ fn run_jsonl(
             );
         }
         if batch.len() == BATCH || (n == 0 && !batch.is_empty()) {
-            let answers = answer_batch(&batch, &mut native, wasm_keys.as_mut(), policy_text)?;
+            let answers = answer_batch(&batch, &mut native, wasm_keys.as_mut(), policy_text)
+                .map_err(|m| CliError::new("component-failed", m))?;
             for answer in answers {
                 lines += 1;
                 // Key answers end `"<hex>"}`; error answers end `}}`.
                 keys += u64::from(answer.ends_with("\"}"));
-                writeln!(out, "{answer}").map_err(|e| format!("writing output: {e}"))?;
+                writeln!(out, "{answer}")
+                    .map_err(|e| CliError::io(format!("writing output: {e}")))?;
             }
             batch.clear();
         }
@@ -181,7 +192,8 @@ fn run_jsonl(
             break;
         }
     }
-    out.flush().map_err(|e| format!("writing output: {e}"))?;
+    out.flush()
+        .map_err(|e| CliError::io(format!("writing output: {e}")))?;
     if !args.quiet {
         eprintln!(
             "intentkey: answered {lines} lines: {keys} keys, {} errors",

@@ -45,7 +45,7 @@ enum Command {
     Purge(ops_cmd::StoreArg),
     /// Compile the component ahead of time for this machine (loads in under a millisecond).
     Precompile {
-        /// The component (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey.wasm).
+        /// The component (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey-pure.wasm).
         #[arg(long)]
         component: Option<std::path::PathBuf>,
         /// Where to write the precompiled component (`.cwasm`).
@@ -54,7 +54,36 @@ enum Command {
     },
 }
 
-fn print_json(result: Result<serde_json::Value, String>) -> Result<ExitCode, String> {
+/// A command's failure: a stable kebab-case code (the core's vocabulary,
+/// `intentkey::ErrorCode`) and a message saying what to do. Printed on stderr
+/// as one JSON object, `{"error":{"code":…,"message":…}}`, with exit status 2.
+#[derive(Debug)]
+pub struct CliError {
+    code: &'static str,
+    message: String,
+}
+
+impl CliError {
+    /// An error with this code.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        CliError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The core's error, with its code.
+    pub fn core(e: &intentkey::Error) -> Self {
+        CliError::new(e.code().as_str(), e.message())
+    }
+
+    /// A file or stream could not be read or written.
+    pub fn io(message: impl Into<String>) -> Self {
+        CliError::new("io-failed", message)
+    }
+}
+
+fn print_json(result: Result<serde_json::Value, CliError>) -> Result<ExitCode, CliError> {
     result.map(|value| {
         println!("{value}");
         ExitCode::SUCCESS
@@ -65,20 +94,26 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Derive(args) => derive_cmd::run(*args),
-        Command::Demo { store } => demo::run(store).map(|()| ExitCode::SUCCESS),
+        // The demo's failures are the store's (or a broken rule, reported as the store's).
+        Command::Demo { store } => demo::run(store)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|m| CliError::new("store-failed", m)),
         Command::Claim(a) => print_json(ops_cmd::claim_cmd(&a)),
         Command::Complete(a) => print_json(ops_cmd::complete_cmd(&a)),
         Command::Inspect(a) => print_json(ops_cmd::inspect_cmd(&a)),
         Command::Recover(a) => print_json(ops_cmd::recover_cmd(&a)),
         Command::Purge(a) => print_json(ops_cmd::purge_cmd(&a)),
-        Command::Precompile { component, out } => {
-            component::precompile(component.as_deref(), &out).map(|()| ExitCode::SUCCESS)
-        }
+        Command::Precompile { component, out } => component::precompile(component.as_deref(), &out)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|m| CliError::new("component-failed", m)),
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
-            eprintln!("intentkey: {message}");
+        Err(e) => {
+            eprintln!(
+                "{}",
+                serde_json::json!({"error": {"code": e.code, "message": format!("intentkey: {}", e.message)}})
+            );
             ExitCode::from(2)
         }
     }

@@ -1,15 +1,19 @@
 //! Operations commands: claim, complete, inspect, recover, purge. Each prints
-//! one JSON object on stdout.
+//! one JSON object on stdout; every decision and the order of store
+//! operations are the core's flows (through `intentkey_store::guard::Guard`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, ValueEnum};
 use intentkey::claim::{
-    complete_in, Lookup, Record, RecoveryAction, Response, Status, DEFAULT_TTL_SECONDS,
+    ClaimOutcome, EffectResult, Lookup, Record, Recovered, RecoveryAction, Response, Rules, Status,
+    DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS,
 };
-use intentkey_store::guard::{Gateway, Guard};
-use intentkey_store::{claim, driven, open, Driven, Store};
+use intentkey_store::guard::{Attempt, Gateway, Guard};
+use intentkey_store::{open, Store, StoreError};
 use serde_json::{json, Value};
+
+use crate::CliError;
 
 /// Seconds since the Unix epoch: the host reads the clock, the core never does.
 pub fn now() -> i64 {
@@ -18,7 +22,12 @@ pub fn now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
-/// A record as JSON.
+/// A response as JSON.
+pub fn response_json(r: &Response) -> Value {
+    json!({"status": r.status, "content_type": r.content_type, "headers": r.headers, "body": r.body})
+}
+
+/// A record as JSON. The owner token is shown: it is a fencing token, not a secret.
 pub fn record_json(r: &Record) -> Value {
     json!({
         "key": r.key,
@@ -26,12 +35,17 @@ pub fn record_json(r: &Record) -> Value {
         "tenant_id": r.tenant_id,
         "action_type": r.action_type,
         "status": r.status.as_str(),
-        "response": r.response.as_ref().map(|x| json!({"status": x.status, "content_type": x.content_type, "body": x.body})),
+        "owner_token": r.owner_token,
+        "response": r.response.as_ref().map(response_json),
         "created_at": r.created_at,
         "expires_at": r.expires_at,
         "lookups": r.lookups,
         "next_lookup_at": r.next_lookup_at,
     })
+}
+
+fn store_err(e: StoreError) -> CliError {
+    CliError::new(e.code().as_str(), e.to_string())
 }
 
 #[derive(Args)]
@@ -42,8 +56,8 @@ pub struct StoreArg {
 }
 
 impl StoreArg {
-    fn open(&self) -> Result<Box<dyn Store>, String> {
-        open(&self.store).map_err(|e| e.to_string())
+    fn open(&self) -> Result<Box<dyn Store>, CliError> {
+        open(&self.store).map_err(store_err)
     }
 }
 
@@ -65,14 +79,22 @@ pub struct ClaimArgs {
     fingerprint: String,
 }
 
-pub fn claim_cmd(a: &ClaimArgs) -> Result<Value, String> {
+pub fn claim_cmd(a: &ClaimArgs) -> Result<Value, CliError> {
     let store = a.store.open()?;
-    let record = Record::in_flight(&a.key, &a.fingerprint, &a.tenant, &a.action, now());
-    let outcome = claim(store.as_ref(), &record).map_err(|e| e.to_string())?;
-    let mut out = json!({"outcome": outcome.as_str(), "key": a.key});
-    if let intentkey::claim::ClaimOutcome::Done(r) = &outcome {
-        out["response"] =
-            json!({"status": r.status, "content_type": r.content_type, "body": r.body});
+    let attempt = Attempt {
+        key: a.key.clone(),
+        fingerprint: a.fingerprint.clone(),
+        tenant_id: a.tenant.clone(),
+        action_type: a.action.clone(),
+    };
+    let claimed = Guard::new(store.as_ref())
+        .claim(&attempt, now())
+        .map_err(store_err)?;
+    let mut out = json!({"outcome": claimed.outcome.as_str(), "key": a.key});
+    match &claimed.outcome {
+        ClaimOutcome::Owned => out["owner_token"] = claimed.owner_token.into(),
+        ClaimOutcome::Done(r) => out["response"] = response_json(r),
+        _ => {}
     }
     Ok(out)
 }
@@ -84,7 +106,13 @@ pub struct CompleteArgs {
     /// The idempotency key.
     #[arg(long)]
     key: String,
-    /// The effect's status code (errors are stored and replayed too).
+    /// The owner token `intentkey claim` printed: only the owner finishes.
+    #[arg(long)]
+    owner_token: String,
+    /// The effect refused before any side effect: release the claim (a retry runs).
+    #[arg(long)]
+    refused: bool,
+    /// The effect's status code (errors are stored and replayed too; 429 and 503 release).
     #[arg(long)]
     status: u16,
     /// The effect's response body.
@@ -98,24 +126,29 @@ pub struct CompleteArgs {
     ttl: i64,
 }
 
-pub fn complete_cmd(a: &CompleteArgs) -> Result<Value, String> {
+pub fn complete_cmd(a: &CompleteArgs) -> Result<Value, CliError> {
     let store = a.store.open()?;
     let response = Response {
         status: a.status,
         content_type: a.content_type.clone(),
+        headers: Vec::new(),
         body: a.body.clone(),
     };
-    // The core completes only an in-flight record (`complete_in`).
-    let completed = complete_in(&mut Driven(store.as_ref()), &a.key, response, now(), a.ttl)
-        .map_err(|e| driven(e).to_string())?;
-    if completed {
-        return Ok(json!({"completed": true, "key": a.key}));
-    }
-    let reason = match store.get(&a.key).map_err(|e| e.to_string())? {
-        Some(record) => format!("the record is {}", record.status),
-        None => "no such record".to_owned(),
+    let rules = Rules {
+        ttl_seconds: a.ttl,
+        ..Rules::default()
     };
-    Ok(json!({"completed": false, "key": a.key, "reason": reason}))
+    let result = if a.refused {
+        EffectResult::Refused(Some(response))
+    } else {
+        EffectResult::Answered(response)
+    };
+    // The core finishes by the outcome class, fenced on the owner token.
+    let finished = Guard::new(store.as_ref())
+        .with_rules(rules)
+        .finish(&a.key, &a.owner_token, result, now())
+        .map_err(store_err)?;
+    Ok(json!({"finished": finished.as_str(), "key": a.key}))
 }
 
 #[derive(Args)]
@@ -133,19 +166,24 @@ pub struct InspectArgs {
     limit: usize,
 }
 
-pub fn inspect_cmd(a: &InspectArgs) -> Result<Value, String> {
+pub fn inspect_cmd(a: &InspectArgs) -> Result<Value, CliError> {
     let store = a.store.open()?;
     if let Some(key) = &a.key {
-        let record = store.get(key).map_err(|e| e.to_string())?;
+        let record = store.get(key).map_err(store_err)?;
         return Ok(json!({"key": key, "record": record.as_ref().map(record_json)}));
     }
     let status = match &a.status {
         Some(s) => Some(Status::parse(s).ok_or_else(|| {
-            format!("unknown status {s:?}: use in_flight, done or needs_reconciliation")
+            CliError::new(
+                "invalid-argument",
+                format!(
+                    "--status: unknown status {s:?}; use in_flight, done or needs_reconciliation"
+                ),
+            )
         })?),
         None => None,
     };
-    let records = store.list(status, a.limit).map_err(|e| e.to_string())?;
+    let records = store.list(status, a.limit).map_err(store_err)?;
     Ok(
         json!({"count": records.len(), "records": records.iter().map(record_json).collect::<Vec<_>>()}),
     )
@@ -181,6 +219,10 @@ pub struct RecoverArgs {
     /// With --lookup found: the effect's response body.
     #[arg(long, default_value = "")]
     response_body: String,
+    /// Records claimed less than this many seconds ago are not due: their
+    /// owner may still be running, so nothing is asked or written.
+    #[arg(long, default_value_t = DEFAULT_STALE_AFTER_SECONDS)]
+    stale_after: i64,
 }
 
 struct Answered(Lookup, bool);
@@ -194,16 +236,24 @@ impl Gateway for Answered {
     }
 }
 
-pub fn recover_cmd(a: &RecoverArgs) -> Result<Value, String> {
-    let store = a.store.open()?;
-    let Some(record) = store.get(&a.key).map_err(|e| e.to_string())? else {
-        return Err(format!("no record with key {}", a.key));
-    };
-    if record.status != Status::InFlight {
-        return Ok(
-            json!({"key": a.key, "action": "none", "reason": format!("the record is {}", record.status)}),
-        );
+fn action_json(action: &RecoveryAction) -> Value {
+    match action {
+        RecoveryAction::RecordDone(r) => {
+            json!({"action": "record-done", "response": response_json(r)})
+        }
+        RecoveryAction::ReExecute => json!({"action": "re-execute"}),
+        RecoveryAction::CheckLater {
+            lookups,
+            next_lookup_at,
+        } => json!({"action": "check-later", "lookups": lookups, "next_lookup_at": next_lookup_at}),
+        RecoveryAction::Reconcile { lookups } => {
+            json!({"action": "needs-reconciliation", "lookups": lookups})
+        }
     }
+}
+
+pub fn recover_cmd(a: &RecoverArgs) -> Result<Value, CliError> {
+    let store = a.store.open()?;
     let lookup = match a.lookup {
         LookupArg::Found => {
             Lookup::Found(Response::json(a.response_status, a.response_body.clone()))
@@ -211,34 +261,42 @@ pub fn recover_cmd(a: &RecoverArgs) -> Result<Value, String> {
         LookupArg::Absent => Lookup::Absent,
         LookupArg::Unknown => Lookup::Unknown,
     };
-    let guard = Guard::new(store.as_ref());
-    // The command line cannot run the effect: a re-execute decision leaves the
-    // record in flight for its owner, and says so.
-    let action = guard
-        .recover_one(&Answered(lookup, a.read_your_writes), record, now(), None)
-        .map_err(|e| e.to_string())?;
-    let out = match action {
-        RecoveryAction::RecordDone(_) => json!({"key": a.key, "action": "record-done"}),
-        RecoveryAction::ReExecute => {
-            return Ok(
-                json!({"key": a.key, "action": "re-execute", "note": "run the effect again with this same key, then `intentkey complete`"}),
-            )
+    let guard = Guard::new(store.as_ref()).with_stale_after(a.stale_after);
+    // The command line cannot run the effect: an applied re-execute makes the
+    // new owner token the caller's, to run the effect with and complete.
+    let recovery = guard
+        .recover(&a.key, &Answered(lookup, a.read_your_writes), now(), None)
+        .map_err(store_err)?;
+    let mut out = json!({"key": a.key, "outcome": recovery.outcome.as_str()});
+    match &recovery.outcome {
+        Recovered::Missing => out["reason"] = "no record with this key".into(),
+        Recovered::NotInFlight(status) => {
+            out["reason"] = format!("the record is {status}").into();
         }
-        RecoveryAction::CheckLater {
-            lookups,
-            next_lookup_at,
-        } => {
-            json!({"key": a.key, "action": "check-later", "lookups": lookups, "next_lookup_at": next_lookup_at})
+        Recovered::NotDue { due_at } => {
+            out["due_at"] = (*due_at).into();
+            out["reason"] =
+                "claimed less than --stale-after seconds ago: its owner may still be running"
+                    .into();
         }
-        RecoveryAction::Reconcile { lookups } => {
-            json!({"key": a.key, "action": "needs-reconciliation", "lookups": lookups})
+        Recovered::Applied(action) | Recovered::Lost(action) => {
+            if let Value::Object(fields) = action_json(action) {
+                out.as_object_mut().map(|o| o.extend(fields));
+            }
+            if matches!(
+                recovery.outcome,
+                Recovered::Applied(RecoveryAction::ReExecute)
+            ) {
+                out["owner_token"] = recovery.owner_token.clone().into();
+                out["note"] = "you own the record now: run the effect again with this same key, then `intentkey complete --owner-token`".into();
+            }
         }
-    };
+    }
     Ok(out)
 }
 
-pub fn purge_cmd(store: &StoreArg) -> Result<Value, String> {
+pub fn purge_cmd(store: &StoreArg) -> Result<Value, CliError> {
     let store = store.open()?;
-    let purged = store.purge(now()).map_err(|e| e.to_string())?;
+    let purged = Guard::new(store.as_ref()).purge(now()).map_err(store_err)?;
     Ok(json!({"purged": purged}))
 }

@@ -3,7 +3,7 @@
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -22,82 +22,114 @@ fn intentkey(args: &[&str]) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn operations(store: &str) {
-    let claim = |key: &str, fp: &str| {
-        intentkey(&[
-            "claim",
-            "--store",
-            store,
-            "--tenant",
-            "t1",
-            "--action",
-            "pix.send",
-            "--key",
-            key,
-            "--fingerprint",
-            fp,
-        ])
-    };
-    assert_eq!(claim("k1", "fp")["outcome"], "owned");
-    assert_eq!(claim("k1", "fp")["outcome"], "in-flight");
-    assert_eq!(claim("k1", "other")["outcome"], "payload-conflict");
-    let done = intentkey(&[
+fn claim(store: &str, key: &str, fp: &str) -> Value {
+    intentkey(&[
+        "claim",
+        "--store",
+        store,
+        "--tenant",
+        "t1",
+        "--action",
+        "pix.send",
+        "--key",
+        key,
+        "--fingerprint",
+        fp,
+    ])
+}
+
+fn complete(store: &str, key: &str, token: &str, status: &str, body: &str) -> Value {
+    intentkey(&[
         "complete",
         "--store",
         store,
         "--key",
-        "k1",
+        key,
+        "--owner-token",
+        token,
         "--status",
-        "402",
+        status,
         "--body",
+        body,
+    ])
+}
+
+fn recover(store: &str, key: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["recover", "--store", store, "--key", key];
+    args.extend_from_slice(extra);
+    intentkey(&args)
+}
+
+fn operations(store: &str) {
+    let owned = claim(store, "k1", "fp");
+    assert_eq!(owned["outcome"], "owned");
+    let token = owned["owner_token"].as_str().unwrap().to_owned();
+    assert_eq!(token.len(), 32);
+    assert_eq!(claim(store, "k1", "fp")["outcome"], "in-flight");
+    assert_eq!(claim(store, "k1", "other")["outcome"], "payload-conflict");
+    // Only the owner completes.
+    let intruder = complete(store, "k1", &"0".repeat(32), "200", "{}");
+    assert_eq!(intruder["finished"], "superseded");
+    let done = complete(
+        store,
+        "k1",
+        &token,
+        "402",
         r#"{"error":"insufficient_funds"}"#,
-    ]);
-    assert_eq!(done["completed"], true);
-    let replay = claim("k1", "fp");
+    );
+    assert_eq!(done["finished"], "stored");
+    let replay = claim(store, "k1", "fp");
     assert_eq!(replay["outcome"], "done");
     assert_eq!(replay["response"]["status"], 402);
     assert_eq!(
-        intentkey(&["complete", "--store", store, "--key", "k1", "--status", "200"])["completed"],
-        false
+        complete(store, "k1", &token, "200", "{}")["finished"],
+        "superseded"
     );
     let inspect = intentkey(&["inspect", "--store", store, "--key", "k1"]);
     assert_eq!(inspect["record"]["status"], "done");
-    // Recovery of an in-flight record: unknown backs off, found settles it.
-    assert_eq!(claim("k2", "fp")["outcome"], "owned");
-    let later = intentkey(&[
-        "recover", "--store", store, "--key", "k2", "--lookup", "unknown",
-    ]);
-    assert_eq!(
-        (later["action"].as_str(), later["lookups"].as_u64()),
-        (Some("check-later"), Some(1))
-    );
-    let absent = intentkey(&[
-        "recover",
-        "--store",
+
+    // A release status lets the retry run.
+    let owned = claim(store, "k3", "fp");
+    let limited = complete(
         store,
-        "--key",
-        "k2",
-        "--lookup",
-        "absent",
-        "--read-your-writes",
-    ]);
-    assert_eq!(absent["action"], "re-execute");
-    let found = intentkey(&[
-        "recover",
-        "--store",
-        store,
-        "--key",
-        "k2",
-        "--lookup",
-        "found",
-        "--response-status",
-        "201",
-        "--response-body",
+        "k3",
+        owned["owner_token"].as_str().unwrap(),
+        "429",
         "{}",
-    ]);
-    assert_eq!(found["action"], "record-done");
+    );
+    assert_eq!(limited["finished"], "released");
+    assert_eq!(claim(store, "k3", "fp")["outcome"], "owned");
+
+    // Recovery: a fresh claim is not due; a stale one backs off on unknown and
+    // settles on found.
+    assert_eq!(claim(store, "k2", "fp")["outcome"], "owned");
+    let fresh = recover(store, "k2", &["--lookup", "absent", "--read-your-writes"]);
+    assert_eq!(fresh["outcome"], "not-due");
+    let stale = ["--stale-after", "0"];
+    let later = recover(
+        store,
+        "k2",
+        &[&stale[..], &["--lookup", "unknown"]].concat(),
+    );
+    assert_eq!(
+        (
+            later["outcome"].as_str(),
+            later["action"].as_str(),
+            later["lookups"].as_u64()
+        ),
+        (Some("applied"), Some("check-later"), Some(1))
+    );
+    let too_soon = recover(
+        store,
+        "k2",
+        &[&stale[..], &["--lookup", "unknown"]].concat(),
+    );
+    assert_eq!(
+        too_soon["outcome"], "not-due",
+        "the next look-up waits 60 s"
+    );
     let listed = intentkey(&["inspect", "--store", store, "--status", "in_flight"]);
-    assert_eq!(listed["count"], 0);
+    assert_eq!(listed["count"], 2);
     assert_eq!(
         intentkey(&["purge", "--store", store])["purged"],
         0,
@@ -105,10 +137,81 @@ fn operations(store: &str) {
     );
 }
 
+/// The timeline from the issue that made recovery fenced: claim a key, then
+/// run 8 recoverers at once with a read-your-writes `absent`. While the claim
+/// is fresh none is due; once stale exactly one takes it over.
+fn concurrent_recoverers(store: &str) {
+    assert_eq!(claim(store, "race", "fp")["outcome"], "owned");
+    let run_all = |extra: &[&str]| -> Vec<Value> {
+        let children: Vec<_> = (0..8)
+            .map(|_| {
+                let mut args = vec![
+                    "recover",
+                    "--store",
+                    store,
+                    "--key",
+                    "race",
+                    "--lookup",
+                    "absent",
+                    "--read-your-writes",
+                ];
+                args.extend_from_slice(extra);
+                Command::new(env!("CARGO_BIN_EXE_intentkey"))
+                    .args(&args)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children
+            .into_iter()
+            .map(|child| {
+                let out = child.wait_with_output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                serde_json::from_slice(&out.stdout).unwrap()
+            })
+            .collect()
+    };
+    let fresh = run_all(&[]);
+    assert!(
+        fresh.iter().all(|v| v["outcome"] == "not-due"),
+        "a claim a second old is left to its owner: {fresh:?}"
+    );
+    // Two seconds later the claim is stale under --stale-after 2; a take-over
+    // restarts the clock, so a recoverer would have to lag two seconds behind
+    // the winner to find the new claim due.
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let stale = run_all(&["--stale-after", "2"]);
+    let winners: Vec<&Value> = stale
+        .iter()
+        .filter(|v| v["outcome"] == "applied" && v["action"] == "re-execute")
+        .collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one recoverer re-executes: {stale:?}"
+    );
+    assert!(
+        stale.iter().all(|v| v["outcome"] == "applied"
+            || v["outcome"] == "lost"
+            || v["outcome"] == "not-due"),
+        "{stale:?}"
+    );
+    let record = intentkey(&["inspect", "--store", store, "--key", "race"]);
+    assert_eq!(record["record"]["owner_token"], winners[0]["owner_token"]);
+}
+
 #[test]
 fn operations_on_sqlite() {
     let path = std::env::temp_dir().join(format!("ik-cli-ops-{}.sqlite", std::process::id()));
-    operations(&format!("sqlite:{}", path.display()));
+    let url = format!("sqlite:{}", path.display());
+    operations(&url);
+    concurrent_recoverers(&url);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
@@ -134,7 +237,9 @@ fn operations_on_postgres() {
             "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
         ))
         .unwrap();
-    operations(&format!("{base}?options=-csearch_path%3D{schema}"));
+    let url = format!("{base}?options=-csearch_path%3D{schema}");
+    operations(&url);
+    concurrent_recoverers(&url);
     admin
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
@@ -147,9 +252,12 @@ fn unknown_store_urls_are_refused_clearly() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("use memory:, sqlite:PATH or postgres://")
-    );
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "store-failed");
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("use memory:, sqlite:PATH or postgres://"));
 }
 
 #[test]
@@ -170,6 +278,8 @@ fn the_demo_keeps_every_promise() {
         "422 Unprocessable Content",
         "found: recorded as done",
         "moved to needs_reconciliation after 4 look-ups",
+        "claim released (nothing happened)",
+        "superseded (nothing overwritten)",
         "each intent exactly once",
     ] {
         assert!(
