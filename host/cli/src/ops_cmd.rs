@@ -280,8 +280,8 @@ pub fn recover_cmd(a: &RecoverArgs) -> Result<Value, CliError> {
                     .into();
         }
         Recovered::Applied(action) | Recovered::Lost(action) => {
-            if let Value::Object(fields) = action_json(action) {
-                out.as_object_mut().map(|o| o.extend(fields));
+            if let (Value::Object(fields), Some(o)) = (action_json(action), out.as_object_mut()) {
+                o.extend(fields);
             }
             if matches!(
                 recovery.outcome,
