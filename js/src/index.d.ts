@@ -29,7 +29,10 @@ export type ErrorCode =
   | 'store-unavailable'
   | 'store-failed'
   | 'record-vanished'
-  | 'flow-misuse';
+  | 'flow-misuse'
+  | 'io-failed'
+  | 'invalid-argument'
+  | 'component-failed';
 
 /** An error the intentkey core reported. The message never holds a secret. */
 export class IntentkeyError extends Error {

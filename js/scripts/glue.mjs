@@ -1,0 +1,116 @@
+// Three exact rewrites of the glue jco 1.12 generates, applied by build.mjs to
+// vendor/**/intentkey.js. They change how bytes move across the boundary, never
+// what moves: the same strings and the same layout. Each pattern must match (the
+// build fails otherwise, e.g. after a jco upgrade), and the golden vectors, the
+// claim tests and the browser test run on the rewritten glue.
+//
+// 1. dataView(memory): the generated one reads `memory.buffer` (a slow host
+//    getter) on every field access. Growing a WebAssembly memory detaches its old
+//    buffer (byteLength 0), so checking the cached buffer's byteLength is enough.
+// 2. utf8Encode: short ASCII strings (keys, tokens, tenants, media types) are
+//    written straight into guest memory instead of TextEncoder.encode + copy;
+//    anything else goes the original way.
+// 3. utf8 decode of guest strings: short ASCII strings are read with
+//    String.fromCharCode instead of a fresh Uint8Array view + TextDecoder;
+//    anything else goes the original way.
+// bench/GUARD.md gives what each saves.
+
+const SHORT = 64;
+
+const rewrites = [
+  {
+    name: 'dataView',
+    from: `  let dv = new DataView(new ArrayBuffer());
+  const dataView = mem => dv.buffer === mem.buffer ? dv : dv = new DataView(mem.buffer);`,
+    to: `  let dv = new DataView(new ArrayBuffer());
+  let dvBuffer = dv.buffer;
+  let u8 = new Uint8Array(dvBuffer);
+  // Patched (scripts/glue.mjs): a grown memory detaches the cached buffer (byteLength 0).
+  const memoryView = mem => {
+    if (dvBuffer.byteLength === 0) {
+      dvBuffer = mem.buffer;
+      dv = new DataView(dvBuffer);
+      u8 = new Uint8Array(dvBuffer);
+    }
+  };
+  const dataView = mem => {
+    if (dvBuffer.byteLength === 0) memoryView(mem);
+    return dv;
+  };
+  // Node: Buffer's utf8Slice over the cached memory (same decoding as TextDecoder:
+  // invalid bytes become U+FFFD); elsewhere TextDecoder as generated.
+  const nodeBuffer = typeof Buffer === 'function' && typeof Buffer.prototype.utf8Slice === 'function' ? Buffer : null;
+  let nodeView = null;
+  function utf8DecodeShort(mem, ptr, len) {
+    if (len === 0) return '';
+    if (dvBuffer.byteLength === 0) memoryView(mem);
+    if (nodeBuffer !== null) {
+      if (nodeView === null || nodeView.buffer !== dvBuffer) nodeView = nodeBuffer.from(dvBuffer);
+      return nodeView.utf8Slice(ptr, ptr + len);
+    }
+    return utf8Decoder.decode(new Uint8Array(dvBuffer, ptr, len));
+  }`,
+    count: 1,
+  },
+  {
+    name: 'utf8Encode',
+    from: `    let buf = utf8Encoder.encode(s);
+    let ptr = realloc(0, 0, 1, buf.length);
+    new Uint8Array(memory.buffer).set(buf, ptr);
+    utf8EncodedLen = buf.length;
+    return ptr;`,
+    to: `    const n = s.length;
+    if (n <= ${SHORT}) {
+      let ascii = true;
+      for (let i = 0; i < n; i++) {
+        if (s.charCodeAt(i) >= 0x80) {
+          ascii = false;
+          break;
+        }
+      }
+      if (ascii) {
+        const ptr = realloc(0, 0, 1, n);
+        if (dvBuffer.byteLength === 0) memoryView(memory);
+        const bytes = u8;
+        for (let i = 0; i < n; i++) bytes[ptr + i] = s.charCodeAt(i);
+        utf8EncodedLen = n;
+        return ptr;
+      }
+    }
+    let buf = utf8Encoder.encode(s);
+    let ptr = realloc(0, 0, 1, buf.length);
+    new Uint8Array(memory.buffer).set(buf, ptr);
+    utf8EncodedLen = buf.length;
+    return ptr;`,
+    count: 1,
+  },
+  {
+    name: 'utf8Decode',
+    from: /utf8Decoder\.decode\(new Uint8Array\(memory0\.buffer, (ptr\d+), (len\d+)\)\)/g,
+    to: 'utf8DecodeShort(memory0, $1, $2)',
+    count: 'some',
+  },
+];
+
+/** The glue with every rewrite applied; throws when a pattern does not match. */
+export function patchGlue(source, file) {
+  let out = source;
+  for (const r of rewrites) {
+    let n;
+    if (typeof r.from === 'string') {
+      n = out.split(r.from).length - 1;
+      out = out.replace(r.from, r.to);
+    } else {
+      n = (out.match(r.from) ?? []).length;
+      out = out.replace(r.from, r.to);
+    }
+    if ((r.count === 'some' && n === 0) || (typeof r.count === 'number' && n !== r.count)) {
+      throw new Error(`glue rewrite ${r.name} matched ${n} times in ${file}; jco's output changed: revisit scripts/glue.mjs`);
+    }
+  }
+  // The helpers the rewrites use are defined before their first use.
+  if (out.indexOf('function utf8DecodeShort') > out.indexOf('utf8DecodeShort(memory0')) {
+    throw new Error(`glue rewrite: utf8DecodeShort is used before it is defined in ${file}`);
+  }
+  return out;
+}
