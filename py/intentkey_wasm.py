@@ -103,6 +103,9 @@ ERROR_CODES = frozenset({
     "store-failed",
     "record-vanished",
     "flow-misuse",
+    "io-failed",
+    "invalid-argument",
+    "component-failed",
 })
 
 #: Fuel (roughly: wasm instructions) one call may burn before it traps.

@@ -29,6 +29,9 @@ pub(crate) fn code(code: ErrorCode) -> t::ErrorCode {
         ErrorCode::StoreFailed => t::ErrorCode::StoreFailed,
         ErrorCode::RecordVanished => t::ErrorCode::RecordVanished,
         ErrorCode::FlowMisuse => t::ErrorCode::FlowMisuse,
+        ErrorCode::IoFailed => t::ErrorCode::IoFailed,
+        ErrorCode::InvalidArgument => t::ErrorCode::InvalidArgument,
+        ErrorCode::ComponentFailed => t::ErrorCode::ComponentFailed,
     }
 }
 

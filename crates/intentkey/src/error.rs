@@ -61,11 +61,17 @@ pub enum ErrorCode {
     RecordVanished,
     /// A host resumed a claim flow with the wrong result: a bug in the host.
     FlowMisuse,
+    /// A file or stream could not be read or written (the command-line tool's input, output or policy file).
+    IoFailed,
+    /// A command-line argument or option value is not valid; the message names it.
+    InvalidArgument,
+    /// The WebAssembly component could not be loaded, or trapped (a bug in intentkey: report it).
+    ComponentFailed,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::SecretTooShort,
         ErrorCode::InvalidSecret,
         ErrorCode::InvalidTenantId,
@@ -89,6 +95,9 @@ impl ErrorCode {
         ErrorCode::StoreFailed,
         ErrorCode::RecordVanished,
         ErrorCode::FlowMisuse,
+        ErrorCode::IoFailed,
+        ErrorCode::InvalidArgument,
+        ErrorCode::ComponentFailed,
     ];
 
     /// The stable kebab-case code, e.g. `"unclassified-fields"`.
@@ -121,6 +130,9 @@ impl ErrorCode {
             ErrorCode::StoreFailed => "store-failed",
             ErrorCode::RecordVanished => "record-vanished",
             ErrorCode::FlowMisuse => "flow-misuse",
+            ErrorCode::IoFailed => "io-failed",
+            ErrorCode::InvalidArgument => "invalid-argument",
+            ErrorCode::ComponentFailed => "component-failed",
         }
     }
 
@@ -248,6 +260,9 @@ mod tests {
             ErrorCode::StoreFailed => at!(20, StoreFailed),
             ErrorCode::RecordVanished => at!(21, RecordVanished),
             ErrorCode::FlowMisuse => at!(22, FlowMisuse),
+            ErrorCode::IoFailed => at!(23, IoFailed),
+            ErrorCode::InvalidArgument => at!(24, InvalidArgument),
+            ErrorCode::ComponentFailed => at!(25, ComponentFailed),
         }
     }
 

@@ -88,7 +88,11 @@ fn build_one(file: &str, features: &[&str], world: &str) -> Result<(), String> {
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let out = out_dir.join(file);
-    std::fs::write(&out, &component).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    // Written beside, then renamed: a reader never sees half a component.
+    let partial = out_dir.join(format!(".{file}.partial"));
+    std::fs::write(&partial, &component)
+        .and_then(|()| std::fs::rename(&partial, &out))
+        .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     println!(
         "built dist/{file} (world {world}): {} bytes (core module {} bytes); imports: {}",
         component.len(),

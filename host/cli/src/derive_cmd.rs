@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use intentkey::{
-    uuid_key, Deriver, Error, Intent, KeyLength, Payload, Policy, RequestAnswerer, Secret,
+    uuid_key, Deriver, Error, ErrorCode, Intent, KeyLength, Payload, Policy, RequestAnswerer,
+    Secret,
 };
 use serde_json::{json, Value};
 
@@ -101,9 +102,8 @@ pub fn run(args: DeriveArgs) -> Result<ExitCode, CliError> {
     };
     // The policy is validated up front, whichever engine answers.
     let policy = match (&policy_text, &args.policy) {
-        (Some(text), Some(path)) => Policy::from_json(text).map_err(|e| {
-            CliError::new(e.code().as_str(), format!("policy {}: {e}", path.display()))
-        })?,
+        (Some(text), Some(path)) => Policy::from_json(text)
+            .map_err(|e| CliError::new(e.code(), format!("policy {}: {e}", path.display())))?,
         _ => Policy::default(),
     };
     if args.jsonl {
@@ -111,7 +111,7 @@ pub fn run(args: DeriveArgs) -> Result<ExitCode, CliError> {
             Engine::Native => None,
             Engine::Wasm => Some(
                 crate::component::load(args.component.as_deref())
-                    .map_err(|m| CliError::new("component-failed", m))?,
+                    .map_err(|m| CliError::new(ErrorCode::ComponentFailed, m))?,
             ),
         };
         return run_jsonl(&args, policy, policy_text.as_deref(), engine.as_ref());
@@ -153,7 +153,7 @@ fn run_jsonl(
     let mut wasm_keys = match engine {
         Some(engine) => Some(
             intentkey_wasmtime::WasmKeys::new(engine)
-                .map_err(|e| CliError::new("component-failed", e.to_string()))?,
+                .map_err(|e| CliError::new(ErrorCode::ComponentFailed, e.to_string()))?,
         ),
         None => None,
     };
@@ -178,7 +178,7 @@ fn run_jsonl(
         }
         if batch.len() == BATCH || (n == 0 && !batch.is_empty()) {
             let answers = answer_batch(&batch, &mut native, wasm_keys.as_mut(), policy_text)
-                .map_err(|m| CliError::new("component-failed", m))?;
+                .map_err(|m| CliError::new(ErrorCode::ComponentFailed, m))?;
             for answer in answers {
                 lines += 1;
                 // Key answers end `"<hex>"}`; error answers end `}}`.
@@ -226,10 +226,11 @@ fn answer_batch(
     Ok(batch
         .iter()
         .map(|line| match line {
-            Ok(_) => answered.next().unwrap_or_default(),
-            Err(answer) => answer.clone(),
+            Ok(_) => answered.next(),
+            Err(answer) => Some(answer.clone()),
         })
-        .collect())
+        .collect::<Option<Vec<String>>>()
+        .ok_or_else(|| "the component answered fewer lines than it was given".to_owned())?)
 }
 
 fn read_secret(args: &DeriveArgs) -> Result<Secret, Error> {
@@ -262,10 +263,13 @@ fn derive_one(args: &DeriveArgs, policy: Policy) -> Result<Value, Error> {
     match args.mode {
         Mode::Uuid => {
             let mut random = [0u8; 16];
-            if let Err(e) = getrandom::fill(&mut random) {
-                eprintln!("intentkey: the operating system gave no randomness: {e}");
-                std::process::exit(2);
-            }
+            getrandom::fill(&mut random).map_err(|e| {
+                Error::field(
+                    ErrorCode::InvalidRandom,
+                    "random",
+                    format!("the operating system gave no randomness: {e}"),
+                )
+            })?;
             Ok(json!({"mode": "uuid", "key": uuid_key(random).as_str()}))
         }
         Mode::IntentHmac => {

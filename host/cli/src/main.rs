@@ -14,6 +14,7 @@ mod ops_cmd;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use intentkey::ErrorCode;
 
 /// Idempotency keys born with the intent.
 #[derive(Parser)]
@@ -59,13 +60,13 @@ enum Command {
 /// as one JSON object, `{"error":{"code":…,"message":…}}`, with exit status 2.
 #[derive(Debug)]
 pub struct CliError {
-    code: &'static str,
+    code: ErrorCode,
     message: String,
 }
 
 impl CliError {
     /// An error with this code.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         CliError {
             code,
             message: message.into(),
@@ -74,12 +75,12 @@ impl CliError {
 
     /// The core's error, with its code.
     pub fn core(e: &intentkey::Error) -> Self {
-        CliError::new(e.code().as_str(), e.message())
+        CliError::new(e.code(), e.message())
     }
 
     /// A file or stream could not be read or written.
     pub fn io(message: impl Into<String>) -> Self {
-        CliError::new("io-failed", message)
+        CliError::new(ErrorCode::IoFailed, message)
     }
 }
 
@@ -91,13 +92,25 @@ fn print_json(result: Result<serde_json::Value, CliError>) -> Result<ExitCode, C
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print as usual; a bad argument gets a code too.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let message = e.render().to_string();
+            eprintln!(
+                "{}",
+                serde_json::json!({"error": {"code": ErrorCode::InvalidArgument.as_str(), "message": message.trim_end()}})
+            );
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Derive(args) => derive_cmd::run(*args),
         // The demo's failures are the store's (or a broken rule, reported as the store's).
         Command::Demo { store } => demo::run(store)
             .map(|()| ExitCode::SUCCESS)
-            .map_err(|m| CliError::new("store-failed", m)),
+            .map_err(|m| CliError::new(ErrorCode::StoreFailed, m)),
         Command::Claim(a) => print_json(ops_cmd::claim_cmd(&a)),
         Command::Complete(a) => print_json(ops_cmd::complete_cmd(&a)),
         Command::Inspect(a) => print_json(ops_cmd::inspect_cmd(&a)),
@@ -105,14 +118,14 @@ fn main() -> ExitCode {
         Command::Purge(a) => print_json(ops_cmd::purge_cmd(&a)),
         Command::Precompile { component, out } => component::precompile(component.as_deref(), &out)
             .map(|()| ExitCode::SUCCESS)
-            .map_err(|m| CliError::new("component-failed", m)),
+            .map_err(|m| CliError::new(ErrorCode::ComponentFailed, m)),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!(
                 "{}",
-                serde_json::json!({"error": {"code": e.code, "message": format!("intentkey: {}", e.message)}})
+                serde_json::json!({"error": {"code": e.code.as_str(), "message": format!("intentkey: {}", e.message)}})
             );
             ExitCode::from(2)
         }

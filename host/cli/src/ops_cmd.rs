@@ -45,7 +45,7 @@ pub fn record_json(r: &Record) -> Value {
 }
 
 fn store_err(e: StoreError) -> CliError {
-    CliError::new(e.code().as_str(), e.to_string())
+    CliError::new(e.code(), e.to_string())
 }
 
 #[derive(Args)]
@@ -175,7 +175,7 @@ pub fn inspect_cmd(a: &InspectArgs) -> Result<Value, CliError> {
     let status = match &a.status {
         Some(s) => Some(Status::parse(s).ok_or_else(|| {
             CliError::new(
-                "invalid-argument",
+                intentkey::ErrorCode::InvalidArgument,
                 format!(
                     "--status: unknown status {s:?}; use in_flight, done or needs_reconciliation"
                 ),

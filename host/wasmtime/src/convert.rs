@@ -33,6 +33,9 @@ pub(crate) fn code_in(code: wit::ErrorCode) -> ErrorCode {
         wit::ErrorCode::StoreFailed => ErrorCode::StoreFailed,
         wit::ErrorCode::RecordVanished => ErrorCode::RecordVanished,
         wit::ErrorCode::FlowMisuse => ErrorCode::FlowMisuse,
+        wit::ErrorCode::IoFailed => ErrorCode::IoFailed,
+        wit::ErrorCode::InvalidArgument => ErrorCode::InvalidArgument,
+        wit::ErrorCode::ComponentFailed => ErrorCode::ComponentFailed,
     }
 }
 
@@ -63,6 +66,9 @@ fn code_out(code: ErrorCode) -> wit::ErrorCode {
         ErrorCode::StoreFailed => wit::ErrorCode::StoreFailed,
         ErrorCode::RecordVanished => wit::ErrorCode::RecordVanished,
         ErrorCode::FlowMisuse => wit::ErrorCode::FlowMisuse,
+        ErrorCode::IoFailed => wit::ErrorCode::IoFailed,
+        ErrorCode::InvalidArgument => wit::ErrorCode::InvalidArgument,
+        ErrorCode::ComponentFailed => wit::ErrorCode::ComponentFailed,
     }
 }
 
