@@ -223,14 +223,14 @@ fn answer_batch(
         .map_err(|e| e.to_string())?,
     }
     .into_iter();
-    Ok(batch
+    batch
         .iter()
         .map(|line| match line {
             Ok(_) => answered.next(),
             Err(answer) => Some(answer.clone()),
         })
         .collect::<Option<Vec<String>>>()
-        .ok_or_else(|| "the component answered fewer lines than it was given".to_owned())?)
+        .ok_or_else(|| "the component answered fewer lines than it was given".to_owned())
 }
 
 fn read_secret(args: &DeriveArgs) -> Result<Secret, Error> {
