@@ -2,10 +2,14 @@
 //
 // It reads the idempotency key from a header, fingerprints the request body
 // through the keyer, claims the key, and either runs the handler (capturing
-// what it writes, storing it, then sending it) or answers without running it:
-// the stored response again (with `Idempotent-Replayed: true`), or the core's
-// 409 / 422 problem+json. A missing key gets the core's 400 problem+json.
-// Every answer body and status comes from the core.
+// what it writes, finishing the record with it, then sending it) or answers
+// without running it: the stored response again (with `Idempotent-Replayed:
+// true`), or the core's 409 / 422 problem+json. A missing key gets the core's
+// 400 problem+json. Every answer body and status comes from the core, and so
+// does what the handler's answer means: a 429 or 503 (the guard's release
+// statuses) releases the claim, so a retry runs the handler again; any other
+// answer is stored and replayed. A handler that throws leaves the record in
+// flight (409 on repeat) until recovery settles it.
 import { claims } from './node-core.js';
 import { createGuard } from './guard.js';
 
@@ -17,10 +21,11 @@ function headerValue(req, header) {
   return typeof value === 'string' ? value : '';
 }
 
-/** Sends a core answer. */
+/** Sends a core answer (and the replayable headers it carries). */
 function send(res, answer) {
   const body = Buffer.from(answer.body, 'utf8');
   res.statusCode = answer.status;
+  for (const [name, value] of answer.headers ?? []) res.setHeader(name, value);
   if (answer.contentType !== '') res.setHeader('Content-Type', answer.contentType);
   if (answer.replayed) res.setHeader('Idempotent-Replayed', 'true');
   res.setHeader('Content-Length', body.length);
@@ -81,18 +86,28 @@ function toBuffer(chunk, encoding) {
   throw new TypeError('response chunks must be strings or bytes');
 }
 
+/** The stored headers besides Content-Type: Location, when it is one plain value. */
+function replayable(res) {
+  const location = res.getHeader('location');
+  return typeof location === 'string' ? [['Location', location]] : [];
+}
+
 /**
- * Holds back what the handler writes to `res` until the record is complete.
- * `done` resolves with the response once the handler ends it.
+ * Holds back what the handler writes to `res` until the record is finished.
+ * `done` resolves with the response once the handler ends it, and rejects when
+ * the handler failed (fail()).
  */
 function capture(res) {
   const names = ['writeHead', 'write', 'end'];
   const saved = names.map((n) => [n, Object.prototype.hasOwnProperty.call(res, n), res[n]]);
   const chunks = [];
   let finish;
+  let failWith;
   let callbacks = [];
-  const done = new Promise((resolve) => {
+  let settled = false;
+  const done = new Promise((resolve, reject) => {
     finish = resolve;
+    failWith = reject;
   });
 
   res.writeHead = function writeHead(status, reason, headers) {
@@ -120,14 +135,26 @@ function capture(res) {
     if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
     if (chunk !== undefined && chunk !== null) chunks.push(toBuffer(chunk, encoding));
     if (typeof cb === 'function') callbacks.push(cb);
+    if (settled) return res;
+    settled = true;
     const contentType = res.getHeader('content-type');
     finish({
       status: res.statusCode,
       contentType: contentType === undefined ? '' : String(contentType),
+      headers: replayable(res),
       body: Buffer.concat(chunks).toString('utf8'),
     });
     return res;
   };
+
+  /** The handler failed: no response is stored, the record stays in flight. */
+  function fail(error) {
+    if (settled) return false;
+    settled = true;
+    restore();
+    failWith(error);
+    return true;
+  }
 
   function restore() {
     for (const [name, own, fn] of saved) {
@@ -146,7 +173,7 @@ function capture(res) {
     });
   }
 
-  return { done, restore, flush };
+  return { done, restore, flush, fail };
 }
 
 /**
@@ -204,20 +231,51 @@ export function idempotency(options = {}) {
       result = await guard.run({ key, tenantId: tenant, actionType: action, payload }, (k) => {
         req.idempotencyKey = k;
         held = capture(res);
-        next();
+        req[HELD] = held;
+        // A handler that throws, or (node:http style, where next is the handler)
+        // returns a promise that rejects, failed: the record stays in flight.
+        const ran = next();
+        if (ran !== null && typeof ran === 'object' && typeof ran.then === 'function') {
+          ran.then(undefined, (e) => held.fail(e));
+        }
         return held.done;
       });
     } catch (e) {
-      // Nothing recorded a response (the handler threw, or the store failed): the
-      // client gets the error, and the record stays in_flight for recovery.
+      // Nothing was stored (the handler failed, or the store did): the record stays
+      // in flight for recovery. An error Express already carries (onError) is not
+      // passed on twice.
       held?.restore();
+      if (e !== null && typeof e === 'object' && propagated.has(e)) return;
       throw e;
+    } finally {
+      if (held !== null) delete req[HELD];
     }
+    // Owned: what the handler wrote goes out whatever finishing did (stored,
+    // released for a retry, or superseded by a recovery).
     if (result.outcome === 'owned') held.flush();
     else send(res, { ...result.response, replayed: result.replayed });
   }
 
-  return function idempotencyMiddleware(req, res, next) {
+  const middleware = function idempotencyMiddleware(req, res, next) {
     handle(req, res, next).catch((e) => next(e));
   };
+  /**
+   * Express error middleware (app.use(guarded.onError) after the routes): a
+   * handler that throws leaves its record in flight instead of having the error
+   * page stored as its answer. The error goes on to the next error handler.
+   */
+  middleware.onError = function idempotencyOnError(err, req, res, next) {
+    const held = req[HELD];
+    if (held !== undefined && err !== null && typeof err === 'object') {
+      propagated.add(err);
+      held.fail(err);
+    }
+    next(err);
+  };
+  return middleware;
 }
+
+/** The capture of the request being handled (for onError). */
+const HELD = Symbol('intentkey.held');
+/** Errors Express is already passing along: not passed to next() again. */
+const propagated = new WeakSet();

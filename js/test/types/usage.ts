@@ -54,49 +54,93 @@ createKeyer({});
 
 // The claim side.
 import {
+  IntentkeyRefused,
   claims,
   createGuard,
   idempotency,
   jsonResponse,
   memoryStore,
   pgStore,
+  refused,
   sqliteStore,
   type ClaimRecord,
+  type Finished,
   type Guard,
   type LookupAnswer,
+  type RecoverResult,
   type RunResult,
   type Store,
 } from 'intentkey';
 
-const record: ClaimRecord = claims.newRecord('k', 'fp', 't', 'a', 1_700_000_000);
+const record: ClaimRecord = {
+  key: 'k',
+  fingerprint: 'fp',
+  tenantId: 't',
+  actionType: 'a',
+  status: 'in_flight',
+  ownerToken: 'ab'.repeat(16),
+  response: null,
+  createdAt: 1_700_000_000,
+  expiresAt: null,
+  lookups: 0,
+  nextLookupAt: null,
+};
 const decision = claims.decideExisting(record, 'fp');
-if (decision.outcome === 'done') console.log(decision.response.body);
+if (decision.outcome === 'done') console.log(decision.response.body, decision.response.headers.length);
 const answer = claims.answerFor(decision);
 if (answer !== null) console.log(answer.status, answer.replayed);
 const recovery = claims.decideRecovery(record, 'unknown', false, 1_700_000_060);
 if (recovery.action === 'check-later') console.log(recovery.nextLookupAt);
+const cls: 'terminal' | 'released' | 'ambiguous' = claims.classify({ answered: jsonResponse(429, {}) });
+const token: string = claims.ownerToken(new Uint8Array(16));
+console.log(cls, token, claims.defaultRules().releaseStatuses, claims.defaultStaleAfterSeconds());
 
 const mem = memoryStore();
-const inserted: boolean = mem.insertIfAbsent(record);
 const lite: Store = sqliteStore(':memory:', { busyTimeoutMs: 5000 });
-const guard: Guard = createGuard({ store: mem, keyer, ttlSeconds: 86_400, staleAfterSeconds: 300, now: () => 0 });
+const guard: Guard = createGuard({
+  store: mem,
+  keyer,
+  ttlSeconds: 86_400,
+  releaseStatuses: [429, 503],
+  fastCompletion: false,
+  staleAfterSeconds: 300,
+  now: () => 0,
+});
 async function claimSide(): Promise<void> {
   const pgs = await pgStore({ host: '127.0.0.1', database: 'test' }, { schema: 'ik' });
   await pgs.close();
-  const r: RunResult = await guard.run({ intent }, async (key) => jsonResponse(201, { key }));
+  const r: RunResult = await guard.run({ intent }, async (key) => jsonResponse(201, { key }, [['Location', '/p/1']]));
   const r2 = await guard.run({ key: 'k', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, () => ({
     status: 200,
     contentType: 'text/plain',
     body: 'ok',
   }));
-  console.log(r.outcome, r.response.status, r.replayed, r2.key, inserted, lite.kind);
+  const finished: Finished | undefined = r.finished;
+  console.log(r.outcome, r.response.status, r.response.headers, r.replayed, r2.key, finished, lite.kind);
+  await guard.run({ key: 'k2', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, async () => {
+    throw refused(jsonResponse(503, { retry: true }));
+  });
+  const e: IntentkeyRefused = new IntentkeyRefused(null);
+  console.log(e.response);
   const found: LookupAnswer = { found: jsonResponse(200, {}) };
-  const rec = await guard.recover({ key: 'k', lookup: async () => found, readYourWrites: true, effect: async () => jsonResponse(201, {}) });
-  if (rec.action === 'check-later') console.log(rec.lookups);
+  const rec: RecoverResult = await guard.recover({
+    key: 'k',
+    lookup: async () => found,
+    readYourWrites: true,
+    effect: async () => jsonResponse(201, {}),
+  });
+  if (rec.outcome === 'applied' && rec.action === 'check-later') console.log(rec.lookups);
+  if (rec.outcome === 'not-due') console.log(rec.dueAt);
+  const sync: RecoverResult = guard.recoverSync({ key: 'k', lookup: () => 'unknown' });
+  console.log(sync.outcome, await guard.due({ limit: 10 }));
   await guard.recoverAll({ lookup: () => 'unknown' });
   const purged: number = await guard.purge();
-  console.log(purged);
+  const seen: ClaimRecord | null = await guard.inspect('k');
+  const stuck: ClaimRecord[] = await guard.list('needs_reconciliation');
+  console.log(purged, seen?.ownerToken, stuck.length);
 }
 void claimSide;
 const mw = idempotency({ guard, tenantId: (req) => String(req.headers['x-tenant']), header: 'Idempotency-Key' });
 mw({}, {}, (err?: unknown) => console.log(err));
+const onError: (err: unknown, req: any, res: any, next: (err?: unknown) => void) => void = mw.onError;
+void onError;
