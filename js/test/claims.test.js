@@ -6,42 +6,68 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { claims, createGuard, jsonResponse, memoryStore } from '../src/index.js';
 
-const ok = jsonResponse(200, { ok: true });
+const ok = jsonResponse(200, { ok: true }, [['Location', '/ok/1']]);
+const record = (extra = {}) => ({
+  key: 'k',
+  fingerprint: 'fp',
+  tenantId: 't',
+  actionType: 'a',
+  status: 'in_flight',
+  ownerToken: 'ab'.repeat(16),
+  response: null,
+  createdAt: 1_700_000_000,
+  expiresAt: null,
+  lookups: 0,
+  nextLookupAt: null,
+  ...extra,
+});
 
-test('records cross the boundary in the stored spelling, times as numbers', () => {
-  const r = claims.newRecord('k', 'fp', 't', 'a', 1_700_000_000);
-  assert.deepEqual(r, {
-    key: 'k',
-    fingerprint: 'fp',
-    tenantId: 't',
-    actionType: 'a',
-    status: 'in_flight',
-    response: null,
-    createdAt: 1_700_000_000,
-    expiresAt: null,
-    lookups: 0,
-    nextLookupAt: null,
-  });
-  assert.deepEqual(claims.newRecord('k', 'fp', 't', 'a', 5n), { ...r, createdAt: 5 });
-  const done = claims.complete(r, ok, 1_700_000_010, 60);
-  assert.equal(done.status, 'done');
-  assert.deepEqual(done.response, ok);
-  assert.equal(done.expiresAt, 1_700_000_070);
+test('decisions over records in the stored spelling, times as numbers', () => {
+  const r = record();
+  const done = record({ status: 'done', response: ok, expiresAt: 1_700_000_070 });
   assert.deepEqual(claims.decideExisting(done, 'fp'), { outcome: 'done', response: ok });
   assert.deepEqual(claims.decideExisting(r, 'fp'), { outcome: 'in-flight' });
   assert.deepEqual(claims.decideExisting(r, 'other'), { outcome: 'payload-conflict' });
-  const waiting = { ...r, status: 'needs_reconciliation' };
+  const waiting = record({ status: 'needs_reconciliation' });
   assert.deepEqual(claims.decideExisting(waiting, 'fp'), { outcome: 'in-flight' });
   assert.equal(claims.recoveryDue(waiting, Number.MAX_SAFE_INTEGER, 0), false);
   assert.equal(claims.recoveryDue(done, Number.MAX_SAFE_INTEGER, 0), false);
-  assert.equal(claims.recoveryDue(r, 1_700_000_000, 0), true);
+  assert.equal(claims.recoveryDue(r, 1_700_000_299, 300), false);
+  assert.equal(claims.recoveryDue(r, 1_700_000_300, 300n), true);
   assert.equal(claims.purgeable(r, Number.MAX_SAFE_INTEGER), false);
   assert.equal(claims.purgeable(done, 1_700_000_069), false);
   assert.equal(claims.purgeable(done, 1_700_000_070), true);
-  assert.equal(claims.defaultTtlSeconds(), 86_400);
 });
 
-test('answers: null for owned, the stored response replayed, problem+json otherwise', () => {
+test('the documented defaults and owner tokens', () => {
+  assert.deepEqual(claims.defaultRules(), { ttlSeconds: 86_400, releaseStatuses: [429, 503], fastCompletion: false });
+  assert.equal(claims.defaultTtlSeconds(), 86_400);
+  assert.equal(claims.defaultStaleAfterSeconds(), 300);
+  // A copy each time: changing it changes nothing.
+  claims.defaultRules().releaseStatuses.push(500);
+  assert.deepEqual(claims.defaultRules().releaseStatuses, [429, 503]);
+  assert.equal(claims.ownerToken(new Uint8Array(16).fill(0xab)), 'ab'.repeat(16));
+  assert.throws(() => claims.ownerToken(new Uint8Array(3)), (e) => e.code === 'invalid-random');
+  assert.throws(() => claims.ownerToken('ab'), TypeError);
+});
+
+test('outcome classes: answered is terminal unless its status releases; refused releases; failed is ambiguous', () => {
+  assert.equal(claims.classify({ answered: jsonResponse(201, {}) }), 'terminal');
+  assert.equal(claims.classify({ answered: jsonResponse(500, {}) }), 'terminal');
+  assert.equal(claims.classify({ answered: jsonResponse(402, {}) }), 'terminal');
+  assert.equal(claims.classify({ answered: jsonResponse(429, {}) }), 'released');
+  assert.equal(claims.classify({ answered: jsonResponse(503, {}) }), 'released');
+  assert.equal(claims.classify({ refused: null }), 'released');
+  assert.equal(claims.classify({ refused: jsonResponse(400, {}) }), 'released');
+  assert.equal(claims.classify('failed'), 'ambiguous');
+  const rules = { ttlSeconds: 60, releaseStatuses: [], fastCompletion: false };
+  assert.equal(claims.classify({ answered: jsonResponse(503, {}) }, rules), 'terminal');
+  assert.equal(claims.classify({ answered: jsonResponse(409, {}) }, { ...rules, releaseStatuses: [409] }), 'released');
+  assert.throws(() => claims.classify('maybe'), /effect result/);
+  assert.throws(() => claims.classify('failed', { ...rules, releaseStatuses: [70_000] }), /releaseStatuses/);
+});
+
+test('answers: null for owned, the stored response replayed (with its headers), problem+json otherwise', () => {
   assert.equal(claims.answerFor({ outcome: 'owned' }), null);
   assert.deepEqual(claims.answerFor({ outcome: 'done', response: ok }), { ...ok, replayed: true });
   for (const [outcome, status] of [
@@ -51,6 +77,7 @@ test('answers: null for owned, the stored response replayed, problem+json otherw
     const a = claims.answerFor({ outcome });
     assert.equal(a.status, status);
     assert.equal(a.contentType, 'application/problem+json');
+    assert.deepEqual(a.headers, []);
     assert.equal(a.replayed, false);
     assert.equal(JSON.parse(a.body).status, status);
   }
@@ -60,7 +87,7 @@ test('answers: null for owned, the stored response replayed, problem+json otherw
 });
 
 test('recovery decisions', () => {
-  const r = claims.newRecord('k', 'fp', 't', 'a', 0);
+  const r = record({ createdAt: 0 });
   assert.deepEqual(claims.decideRecovery(r, { found: ok }, false, 10), { action: 'record-done', response: ok });
   assert.deepEqual(claims.decideRecovery(r, 'absent', true, 10), { action: 're-execute' });
   assert.deepEqual(claims.decideRecovery(r, 'absent', false, 10), { action: 'check-later', lookups: 1, nextLookupAt: 70 });
@@ -69,16 +96,19 @@ test('recovery decisions', () => {
 });
 
 test('the boundary refuses what jco would wrap or coerce', () => {
-  const r = claims.newRecord('k', 'fp', 't', 'a', 0);
-  assert.throws(() => claims.complete(r, { ...ok, status: 70_000 }, 0, 60), TypeError);
-  assert.throws(() => claims.complete(r, { ...ok, status: 200.5 }, 0, 60), TypeError);
-  assert.throws(() => claims.complete(r, { status: 200, body: '' }, 0, 60), /contentType/);
-  assert.throws(() => claims.complete(r, { ...ok, body: {} }, 0, 60), /body/);
-  assert.throws(() => claims.complete(r, { ...ok, body: '\ud800' }, 0, 60), /well-formed/);
-  assert.throws(() => claims.newRecord('k', 'fp', 't', 'a', 1.5), /whole seconds/);
-  assert.throws(() => claims.newRecord('k', 'fp', 't', 'a', 2 ** 53), /whole seconds/);
-  assert.throws(() => claims.newRecord('k', 'fp', 't', 'a', 2n ** 63n), /whole seconds/);
-  assert.throws(() => claims.newRecord(1, 'fp', 't', 'a', 0), /key must be a string/);
+  const r = record();
+  const done = (response) => record({ status: 'done', response, expiresAt: 1 });
+  assert.throws(() => claims.decideExisting(done({ ...ok, status: 70_000 }), 'fp'), TypeError);
+  assert.throws(() => claims.decideExisting(done({ ...ok, status: 200.5 }), 'fp'), TypeError);
+  assert.throws(() => claims.decideExisting(done({ status: 200, body: '' }), 'fp'), /contentType/);
+  assert.throws(() => claims.decideExisting(done({ ...ok, body: {} }), 'fp'), /body/);
+  assert.throws(() => claims.decideExisting(done({ ...ok, body: '\ud800' }), 'fp'), /well-formed/);
+  assert.throws(() => claims.decideExisting(done({ ...ok, headers: [['Location']] }), 'fp'), /pair/);
+  assert.throws(() => claims.decideExisting(done({ ...ok, headers: [['X', 1]] }), 'fp'), /string/);
+  assert.throws(() => claims.recoveryDue(r, 1.5, 0), /whole seconds/);
+  assert.throws(() => claims.recoveryDue(r, 2 ** 53, 0), /whole seconds/);
+  assert.throws(() => claims.recoveryDue(r, 2n ** 63n, 0), /whole seconds/);
+  assert.throws(() => claims.decideExisting({ ...r, key: 1 }, 'fp'), /key must be a string/);
   assert.throws(() => claims.decideExisting({ ...r, status: 'in-flight' }, 'fp'), /status must be one of in_flight/);
   assert.throws(() => claims.decideExisting({ ...r, lookups: -1 }, 'fp'), /lookups/);
   assert.throws(() => claims.decideRecovery(r, 'maybe', false, 0), /look-up answers/);
@@ -88,36 +118,24 @@ test('the boundary refuses what jco would wrap or coerce', () => {
 });
 
 test('the guard refuses bad use before touching the store', async () => {
-  assert.throws(() => createGuard({}), /store must have insertIfAbsent/);
+  assert.throws(() => createGuard({}), /store must have insert/);
   assert.throws(() => createGuard({ store: memoryStore(), ttlSeconds: 1.5 }), /ttlSeconds/);
+  assert.throws(() => createGuard({ store: memoryStore(), releaseStatuses: [429, 'x'] }), /releaseStatuses/);
+  assert.throws(() => createGuard({ store: memoryStore(), fastCompletion: 'yes' }), /fastCompletion/);
+  assert.throws(() => createGuard({ store: memoryStore(), staleAfterSeconds: -0.5 }), /staleAfterSeconds/);
   const store = memoryStore();
   const guard = createGuard({ store });
+  assert.deepEqual(guard.rules, claims.defaultRules());
+  assert.equal(guard.staleAfterSeconds, claims.defaultStaleAfterSeconds());
   const effect = async () => ok;
   await assert.rejects(guard.run({ intent: { tenantId: 't' } }, effect), /needs a keyer/);
   await assert.rejects(guard.run({ key: 'k', tenantId: 't', actionType: 'a' }, effect), /fingerprint or the payload/);
   await assert.rejects(guard.run({ key: 'k', tenantId: 't', actionType: 'a', payload: '{}' }, effect), /needs a keyer/);
   await assert.rejects(guard.run({ key: '', fingerprint: 'f', tenantId: 't', actionType: 'a' }, effect), /key must be/);
+  await assert.rejects(guard.run({ key: '\ud800', fingerprint: 'f', tenantId: 't', actionType: 'a' }, effect), /well-formed/);
   await assert.rejects(guard.run({ key: 'k', fingerprint: 'f', tenantId: 't', actionType: 'a' }), /effect must be a function/);
-  await assert.rejects(guard.recover({ key: 'k', lookup: async () => 'unknown' }), /staleAfterSeconds/);
-  await assert.rejects(
-    guard.recover({ key: 'k', lookup: async () => 'unknown', readYourWrites: true, staleAfterSeconds: 0 }),
-    /pass the effect/,
-  );
-  assert.deepEqual(store.list('in_flight'), []);
-  assert.equal(
-    (await guard.recover({ key: 'nope', lookup: async () => 'unknown', staleAfterSeconds: 0 })).action,
-    'missing',
-  );
-});
-
-test('an effect that answers something that is not a response leaves the record in_flight', async () => {
-  const store = memoryStore();
-  const guard = createGuard({ store });
-  const claim = { key: 'k', fingerprint: 'f', tenantId: 't', actionType: 'a' };
-  await assert.rejects(guard.run(claim, async () => ({ status: 200 })), /contentType/);
-  assert.equal(store.get('k').status, 'in_flight');
-  // An error whose `response` is not ours (an HTTP client's, say): the outcome is unknown.
-  const foreign = Object.assign(new Error('HTTP 502'), { response: { status: 502, data: '' } });
-  await assert.rejects(guard.run({ ...claim, key: 'k2' }, async () => Promise.reject(foreign)), /HTTP 502/);
-  assert.equal(store.get('k2').status, 'in_flight');
+  await assert.rejects(guard.recover({ key: 'k' }), /lookup must be a function/);
+  await assert.rejects(guard.recover({ key: 'k', lookup: async () => 'unknown', readYourWrites: true }), /pass the effect/);
+  assert.deepEqual(await guard.list('in_flight'), []);
+  assert.deepEqual(await guard.recover({ key: 'nope', lookup: async () => 'unknown' }), { outcome: 'missing', key: 'nope' });
 });

@@ -1,13 +1,25 @@
 // The guard on the in-process stores: memory and better-sqlite3 (a fresh file
-// per test). The same suite runs on PostgreSQL in pg.test.js.
+// per test), both plugged into the component's `store` import. The same suite
+// runs on PostgreSQL in pg.test.js. Then what only synchronous stores have (the
+// import itself, recoverSync over the gateway import) and the SQLite schema.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { storeSuite } from './support/store-suite.js';
 import Database from 'better-sqlite3';
-import { createGuard, memoryStore, sqliteStore } from '../src/index.js';
+import { T0, claimOf, clock, storeSuite } from './support/store-suite.js';
+import {
+  IntentkeyError,
+  IntentkeyTrapError,
+  createGuard,
+  createKeyer,
+  jsonResponse,
+  memoryStore,
+  sqliteStore,
+} from '../src/index.js';
+import { internal } from '../src/node-core.js';
+import { coreSchema } from '../src/stores/schema.js';
 
 storeSuite('memory', {
   async open() {
@@ -15,64 +27,284 @@ storeSuite('memory', {
   },
 });
 
+function tempDb() {
+  const dir = mkdtempSync(join(tmpdir(), 'intentkey-sqlite-'));
+  return { path: join(dir, 'records.db'), remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 storeSuite('better-sqlite3', {
   async open() {
-    const dir = mkdtempSync(join(tmpdir(), 'intentkey-sqlite-'));
-    const store = sqliteStore(join(dir, 'records.db'));
+    const { path, remove } = tempDb();
+    const store = sqliteStore(path);
     return {
       store,
       async close() {
         store.close();
-        rmSync(dir, { recursive: true, force: true });
+        remove();
       },
     };
   },
 });
 
+const failing = (message) => async () => {
+  throw new Error(message);
+};
+
+for (const [label, open] of [
+  ['memory', () => ({ store: memoryStore(), close() {} })],
+  [
+    'better-sqlite3',
+    () => {
+      const { path, remove } = tempDb();
+      const store = sqliteStore(path);
+      return {
+        store,
+        close() {
+          store.close();
+          remove();
+        },
+      };
+    },
+  ],
+]) {
+  describe(`synchronous store ${label}: the component's store and gateway imports`, () => {
+    const it = (name, fn) =>
+      test(name, async () => {
+        const { store, close } = open();
+        try {
+          await fn(store);
+        } finally {
+          close();
+        }
+      });
+
+    it('run() goes through the store import: the component calls each operation, from inside the guest', async (store) => {
+      const calls = [];
+      const spied = { kind: 'spied', synchronous: true };
+      for (const op of ['insert', 'get', 'complete', 'replace', 'release', 'list', 'purge']) {
+        spied[op] = (...args) => {
+          const stack = new Error().stack;
+          calls.push([op, /wasm/.test(stack)]);
+          return store[op](...args);
+        };
+      }
+      const guard = createGuard({ store: spied, now: clock().now });
+      await guard.run(claimOf('imp-1'), async () => jsonResponse(201, {}));
+      await guard.run(claimOf('imp-1'), failing('must not run'));
+      await guard.run(claimOf('imp-2'), async () => jsonResponse(429, {}));
+      assert.deepEqual(calls, [
+        ['insert', true],
+        ['complete', true],
+        ['insert', true],
+        ['get', true],
+        ['insert', true],
+        ['release', true],
+      ]);
+    });
+
+    it('recoverSync: the look-up goes through the gateway import; unknown never runs the effect', async (store) => {
+      const c = clock();
+      const guard = createGuard({ store, now: c.now, staleAfterSeconds: 60 });
+      await assert.rejects(guard.run(claimOf('rs-1'), failing('lost')));
+      let asked = 0;
+      let ran = 0;
+      const effect = () => {
+        ran++;
+        return jsonResponse(201, { again: true });
+      };
+      const lookup = (key) => {
+        asked++;
+        assert.match(new Error().stack, /wasm/, 'asked from inside the guest');
+        assert.equal(key, 'rs-1');
+        return 'unknown';
+      };
+      assert.deepEqual(guard.recoverSync({ key: 'rs-1', lookup, readYourWrites: true, effect }), {
+        outcome: 'not-due',
+        key: 'rs-1',
+        dueAt: T0 + 60,
+      });
+      c.t += 60;
+      const r = guard.recoverSync({ key: 'rs-1', lookup, readYourWrites: true, effect });
+      assert.deepEqual(r, { outcome: 'applied', key: 'rs-1', action: 'check-later', lookups: 1, nextLookupAt: c.t + 60 });
+      assert.deepEqual([asked, ran], [1, 0]);
+      // A throwing look-up could not tell: unknown.
+      c.t += 60;
+      const thrown = guard.recoverSync({ key: 'rs-1', lookup: () => {
+        throw new Error('timeout');
+      } });
+      assert.equal(thrown.action, 'check-later');
+      // Absent from a read-your-writes destination: taken over and re-run synchronously, same key.
+      c.t += 120;
+      const again = guard.recoverSync({ key: 'rs-1', lookup: () => 'absent', readYourWrites: true, effect });
+      assert.deepEqual([again.outcome, again.action, again.finished], ['applied', 're-execute', 'stored']);
+      assert.deepEqual(again.response, jsonResponse(201, { again: true }));
+      assert.equal(ran, 1);
+      assert.equal((await guard.run(claimOf('rs-1'), failing('must not run'))).outcome, 'done');
+    });
+
+    it('recoverSync refuses what it cannot do synchronously, and says what it did', async (store) => {
+      const c = clock();
+      const guard = createGuard({ store, now: c.now, staleAfterSeconds: 0 });
+      await assert.rejects(guard.run(claimOf('rs-2'), failing('lost')));
+      assert.throws(
+        () => guard.recoverSync({ key: 'rs-2', lookup: async () => 'absent' }),
+        /returned a promise; it was counted as unknown/,
+      );
+      assert.equal((await guard.inspect('rs-2')).lookups, 1);
+      c.t += 60;
+      assert.throws(
+        () => guard.recoverSync({ key: 'rs-2', lookup: () => 'absent', readYourWrites: true, effect: async () => jsonResponse(200, {}) }),
+        /effect returned a promise/,
+      );
+      const record = await guard.inspect('rs-2');
+      assert.equal(record.status, 'in_flight', 'an effect whose outcome is unknown leaves the record in flight');
+      assert.equal(record.lookups, 0, 'taken over by the recovery');
+    });
+  });
+}
+
+describe('the imports serve only what is active', () => {
+  test('no store active: the store import fails loudly (a bug in the package), never answers', () => {
+    const attempt = { key: 'x', fingerprint: 'f', tenantId: 't', actionType: 'a' };
+    assert.throws(
+      () => internal.driving(null, null, (g) => g.claim(attempt, 0n)),
+      (e) => e instanceof IntentkeyTrapError && /no store was active/.test(e.message),
+    );
+  });
+
+  test('no look-up active: the gateway import fails loudly, never answers unknown', () => {
+    const store = memoryStore();
+    const guard = createGuard({ store, now: () => 100, staleAfterSeconds: 0 });
+    return assert.rejects(guard.run(claimOf('g-1'), failing('lost'))).then(() => {
+      const rules = { staleAfter: 0n, readYourWrites: false, ttlSeconds: 60n };
+      assert.throws(
+        () => internal.driving(store, null, (g) => g.recover('g-1', 200n, rules)),
+        (e) => e instanceof IntentkeyTrapError && /no synchronous look-up/.test(e.message),
+      );
+      return guard.inspect('g-1').then((r) => assert.equal(r.lookups, 0, 'nothing was written'));
+    });
+  });
+
+  test('a store failure is the core’s store-unavailable or store-failed, with the store’s error as the cause', async () => {
+    const busy = Object.assign(new Error('database is locked'), { payload: { tag: 'unavailable', val: 'sqlite: busy' } });
+    const store = {
+      kind: 'flaky',
+      synchronous: true,
+      insert() {
+        throw busy;
+      },
+      get: () => undefined,
+      complete: () => true,
+      replace: () => true,
+      release: () => true,
+      list: () => [],
+      purge: () => 0,
+    };
+    const guard = createGuard({ store });
+    await assert.rejects(guard.run(claimOf('f-1'), failing('must not run')), (e) => {
+      assert.ok(e instanceof IntentkeyError);
+      assert.equal(e.code, 'store-unavailable');
+      assert.equal(e.message, 'sqlite: busy');
+      assert.equal(e.cause, busy);
+      return true;
+    });
+    store.insert = () => {
+      throw new Error('disk I/O error');
+    };
+    await assert.rejects(guard.run(claimOf('f-1'), failing('must not run')), (e) => e.code === 'store-failed');
+    // A synchronous store that answers a promise is refused, not read as "inserted".
+    store.insert = async () => true;
+    await assert.rejects(guard.run(claimOf('f-1'), failing('must not run')), (e) => e.code === 'store-failed' && /promise/.test(e.message));
+    // The key API still works: none of this trapped.
+    assert.match(createKeyer({ secret: '11'.repeat(32) }).intentKey('t', 'i'), /^[0-9a-f]{64}$/);
+  });
+
+  test('a closed SQLite database is a store error, not a trap', async () => {
+    const { path, remove } = tempDb();
+    try {
+      const store = sqliteStore(path);
+      const guard = createGuard({ store });
+      store.close();
+      await assert.rejects(guard.run(claimOf('closed'), failing('must not run')), (e) => e instanceof IntentkeyError && e.code === 'store-failed');
+    } finally {
+      remove();
+    }
+  });
+
+  test('bodies cross the boundary byte for byte (a leading BOM, non-ASCII, long text)', async () => {
+    const guard = createGuard({ store: memoryStore() });
+    for (const body of ['\ufeff{"a":1}', 'ção 🙂 \u2028', 'x'.repeat(10_000), '']) {
+      const key = `b-${body.length}-${body.charCodeAt(0)}`;
+      const answer = { status: 200, contentType: 'text/plain; charset=utf-8', headers: [], body };
+      await guard.run(claimOf(key), async () => answer);
+      assert.deepEqual((await guard.run(claimOf(key), failing('must not run'))).response, answer);
+    }
+  });
+});
+
 describe('better-sqlite3 store: schema', () => {
   const withDb = async (fn) => {
-    const dir = mkdtempSync(join(tmpdir(), 'intentkey-sqlite-'));
+    const { path, remove } = tempDb();
     try {
-      return await fn(join(dir, 'r.db'));
+      return await fn(path);
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   };
+  const COLUMNS = [
+    ['key', 'TEXT', 0, 1],
+    ['fingerprint', 'TEXT', 1, 0],
+    ['tenant_id', 'TEXT', 1, 0],
+    ['action_type', 'TEXT', 1, 0],
+    ['status', 'TEXT', 1, 0],
+    ['response_status', 'INTEGER', 0, 0],
+    ['response_content_type', 'TEXT', 0, 0],
+    ['response_body', 'TEXT', 0, 0],
+    ['created_at', 'BIGINT', 1, 0],
+    ['expires_at', 'BIGINT', 0, 0],
+    ['lookups', 'INTEGER', 1, 0],
+    ['next_lookup_at', 'BIGINT', 0, 0],
+    ['owner_token', 'TEXT', 1, 0],
+    ['response_headers', 'TEXT', 0, 0],
+  ];
 
-  test('version 1 in PRAGMA user_version, WAL, synchronous=FULL, busy timeout; the columns of docs/store-schema.md', () =>
+  test('version 2, made only from the component’s DDL, in PRAGMA user_version; WAL, synchronous=FULL, busy timeout', () =>
     withDb((path) => {
+      const { migrations, schemaVersion } = coreSchema();
+      assert.equal(schemaVersion, 2);
+      assert.deepEqual(migrations.map((m) => m.version), [1, 2]);
       const store = sqliteStore(path, { busyTimeoutMs: 1234 });
       const { db } = store;
-      assert.equal(db.pragma('user_version', { simple: true }), 1);
+      assert.equal(db.pragma('user_version', { simple: true }), 2);
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
       assert.equal(db.pragma('synchronous', { simple: true }), 2); // FULL
       assert.equal(db.pragma('busy_timeout', { simple: true }), 1234);
       assert.deepEqual(
         db.prepare('PRAGMA table_info(intentkey_records)').all().map((c) => [c.name, c.type, c.notnull, c.pk]),
-        [
-          ['key', 'TEXT', 0, 1],
-          ['fingerprint', 'TEXT', 1, 0],
-          ['tenant_id', 'TEXT', 1, 0],
-          ['action_type', 'TEXT', 1, 0],
-          ['status', 'TEXT', 1, 0],
-          ['response_status', 'INTEGER', 0, 0],
-          ['response_content_type', 'TEXT', 0, 0],
-          ['response_body', 'TEXT', 0, 0],
-          ['created_at', 'BIGINT', 1, 0],
-          ['expires_at', 'BIGINT', 0, 0],
-          ['lookups', 'INTEGER', 1, 0],
-          ['next_lookup_at', 'BIGINT', 0, 0],
-        ],
+        COLUMNS,
       );
-      assert.deepEqual(
-        db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%'").all(),
-        [{ name: 'intentkey_records_expiry' }],
+      // The table is exactly what the component's statements make: apply them to a
+      // fresh database by hand and compare sqlite_master.
+      const reference = new Database(':memory:');
+      for (const m of migrations) for (const s of m.statements) reference.exec(s);
+      const shape = (d) =>
+        d.prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").all();
+      assert.deepEqual(shape(db), shape(reference));
+      assert.deepEqual(shape(db).map((r) => r.name), [
+        'intentkey_records',
+        'intentkey_records_expiry',
+        'intentkey_records_status',
+      ]);
+      reference.close();
+      // The CHECK constraint is the schema's.
+      assert.throws(() =>
+        db.prepare("INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, created_at) VALUES ('x','f','t','a','bogus',0)").run(),
       );
       store.close();
       // Opening again changes nothing; an open Database is kept open by close().
       const again = new Database(path);
       const second = sqliteStore(again);
-      assert.equal(again.pragma('user_version', { simple: true }), 1);
+      assert.equal(again.pragma('user_version', { simple: true }), 2);
       second.close();
       assert.equal(again.open, true);
       again.close();
@@ -81,41 +313,31 @@ describe('better-sqlite3 store: schema', () => {
   test('a newer schema version is refused', () =>
     withDb((path) => {
       const db = new Database(path);
-      db.pragma('user_version = 2');
+      db.pragma('user_version = 3');
       db.close();
-      assert.throws(() => sqliteStore(path), /schema version 2/);
+      assert.throws(() => sqliteStore(path), /schema version 3; this package knows version 2/);
     }));
 
-  test('a database the Rust host made (its DDL, user_version 1) is used as it is', () =>
+  test('a version 1 database (the earlier schema, with records) is migrated to version 2 and served', () =>
     withDb(async (path) => {
+      const { migrations } = coreSchema();
       const db = new Database(path);
-      db.exec(`
-CREATE TABLE IF NOT EXISTS intentkey_records (
-    key                   TEXT PRIMARY KEY,
-    fingerprint           TEXT NOT NULL,
-    tenant_id             TEXT NOT NULL,
-    action_type           TEXT NOT NULL,
-    status                TEXT NOT NULL CHECK (status IN ('in_flight', 'done', 'needs_reconciliation')),
-    response_status       INTEGER,
-    response_content_type TEXT,
-    response_body         TEXT,
-    created_at            BIGINT NOT NULL,
-    expires_at            BIGINT,
-    lookups               INTEGER NOT NULL DEFAULT 0,
-    next_lookup_at        BIGINT
-);
-CREATE INDEX IF NOT EXISTS intentkey_records_expiry ON intentkey_records (expires_at);
-INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, response_status,
-  response_content_type, response_body, created_at, expires_at, lookups)
-  VALUES ('from-rust', 'fp', 't', 'a', 'done', 201, 'application/json', '{"id":1}', 100, 1000, 0);
-PRAGMA user_version = 1;`);
+      for (const s of migrations[0].statements) db.exec(s);
+      db.exec(`INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, response_status,
+        response_content_type, response_body, created_at, expires_at, lookups)
+        VALUES ('from-v1', 'fp', 't', 'a', 'done', 201, 'application/json', '{"id":1}', 100, 100000, 0),
+               ('stuck-v1', 'fp', 't', 'a', 'in_flight', NULL, NULL, NULL, 100, NULL, 0);
+        PRAGMA user_version = 1;`);
       db.close();
       const store = sqliteStore(path);
-      const guard = createGuard({ store, now: () => 200 });
-      const r = await guard.run({ key: 'from-rust', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, async () => {
-        throw new Error('must not run');
-      });
-      assert.deepEqual([r.outcome, r.replayed, r.response.body], ['done', true, '{"id":1}']);
+      assert.equal(store.db.pragma('user_version', { simple: true }), 2);
+      const guard = createGuard({ store, now: () => 200, staleAfterSeconds: 0 });
+      const r = await guard.run({ key: 'from-v1', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, failing('must not run'));
+      assert.deepEqual([r.outcome, r.replayed, r.response.body, r.response.headers], ['done', true, '{"id":1}', []]);
+      // A claim from before fencing has the empty token: recovery can still settle it.
+      assert.equal((await guard.inspect('stuck-v1')).ownerToken, '');
+      const rec = await guard.recover({ key: 'stuck-v1', lookup: async () => ({ found: jsonResponse(200, { late: true }) }) });
+      assert.deepEqual([rec.outcome, rec.action], ['applied', 'record-done']);
       store.close();
     }));
 });

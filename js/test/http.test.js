@@ -1,6 +1,8 @@
 // The HTTP middleware, under node:http and under Express 5, on the memory and
 // better-sqlite3 stores (pg.test.js runs it on PostgreSQL). Every status and
-// problem body is the core's.
+// problem body is the core's, and so is what a handler's answer means: a 429 or
+// 503 releases the claim (a retry runs the handler again), a throw leaves it in
+// flight (409 on repeat), anything else is stored and replayed.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -163,6 +165,38 @@ for (const [label, open] of Object.entries(stores)) {
       assert.equal(state.runs, 2);
     }, { required: false });
 
+    it('a 429 (or 503) is sent but released: the retry runs the handler again, and its 201 is stored', async (server, state, store) => {
+      state.respond = (req, res) => {
+        res.statusCode = state.runs === 1 ? 429 : state.runs === 2 ? 503 : 201;
+        res.setHeader('Content-Type', 'application/json');
+        res.end(JSON.stringify({ run: state.runs }));
+      };
+      const busy = await request(server, { key: 'h-429', body: BODY });
+      assert.deepEqual([busy.status, busy.headers['idempotent-replayed']], [429, undefined]);
+      assert.equal(await createGuard({ store }).inspect('h-429'), null, 'released: no record');
+      assert.equal((await request(server, { key: 'h-429', body: BODY })).status, 503);
+      const ok = await request(server, { key: 'h-429', body: BODY });
+      assert.deepEqual([ok.status, JSON.parse(ok.body)], [201, { run: 3 }]);
+      const replay = await request(server, { key: 'h-429', body: BODY });
+      assert.deepEqual([replay.status, replay.headers['idempotent-replayed'], replay.body], [201, 'true', ok.body]);
+      assert.equal(state.runs, 3);
+    });
+
+    it('a handler that throws leaves the record in flight: the error goes to next(err), a repeat gets 409', async (server, state, store) => {
+      state.respond = async () => {
+        throw new Error('the bank timed out');
+      };
+      const failed = await request(server, { key: 'h-throw', body: BODY });
+      assert.equal(failed.status, 500);
+      assert.equal(failed.body, 'error: the bank timed out');
+      assert.equal(state.errors.length, 1);
+      assert.equal((await createGuard({ store }).inspect('h-throw')).status, 'in_flight');
+      const again = await request(server, { key: 'h-throw', body: BODY });
+      assert.equal(again.status, 409);
+      assert.equal(again.body, core.inFlight().body);
+      assert.equal(state.runs, 1);
+    });
+
     it('another header name', async (server, state) => {
       const r = await request(server, { body: BODY, headers: { 'x-request-key': 'h-7' } });
       assert.equal(r.status, 201);
@@ -178,10 +212,12 @@ describe('Express 5', () => {
   async function app(withParser) {
     const guard = createGuard({ store: memoryStore(), keyer });
     const a = express();
+    a.set('env', 'test'); // finalhandler: no stack traces on stderr
     let runs = 0;
     const stack = [];
     if (withParser) stack.push(express.json({ verify: (req, res, buf) => (req.rawBody = buf) }));
-    stack.push(idempotency({ guard, tenantId: (req) => req.get('x-tenant') ?? 'tenant-1' }));
+    const guarded = idempotency({ guard, tenantId: (req) => req.get('x-tenant') ?? 'tenant-1' });
+    stack.push(guarded);
     a.post('/payments', ...stack, (req, res) => {
       runs++;
       const body = typeof req.body === 'string' ? JSON.parse(req.body) : req.body;
@@ -189,15 +225,17 @@ describe('Express 5', () => {
         res.status(402).json({ error: 'amount must be positive' });
         return;
       }
+      if (body.amount === '6.66') throw new Error('the ledger is down');
       res.status(201).set('Location', `/payments/${runs}`).json({ id: `pay_${runs}`, key: req.idempotencyKey });
     });
+    a.use(guarded.onError);
     const server = await serve(a);
-    return { server, runs: () => runs };
+    return { server, runs: () => runs, guard };
   }
 
   for (const withParser of [true, false]) {
     test(`owned, replayed (errors too), 422, 400 (${withParser ? 'after express.json with rawBody' : 'reading the body itself'})`, async () => {
-      const { server, runs } = await app(withParser);
+      const { server, runs, guard } = await app(withParser);
       try {
         const first = await request(server, { key: 'e-1', body: BODY });
         assert.equal(first.status, 201);
@@ -209,6 +247,7 @@ describe('Express 5', () => {
         assert.equal(again.headers['idempotent-replayed'], 'true');
         assert.equal(again.body, first.body);
         assert.equal(again.headers['content-type'], first.headers['content-type']);
+        assert.equal(again.headers.location, '/payments/1', 'Location is replayed');
         // Another tenant, same key: the fingerprint covers the tenant, so it conflicts.
         const tenant = await request(server, { key: 'e-1', body: BODY, headers: { 'x-tenant': 'tenant-2' } });
         assert.equal(tenant.status, 422);
@@ -220,7 +259,14 @@ describe('Express 5', () => {
         assert.equal(replayed.status, 402);
         assert.equal(replayed.headers['idempotent-replayed'], 'true');
         assert.deepEqual(JSON.parse(replayed.body), { error: 'amount must be positive' });
+        assert.equal(replayed.headers.location, undefined);
         assert.equal(runs(), 2);
+        // A route that throws: Express answers 500, the record stays in flight (onError).
+        const broken = '{"creditor_key":"123.456.789-09","amount":"6.66","currency":"BRL"}';
+        assert.equal((await request(server, { key: 'e-3', body: broken })).status, 500);
+        assert.equal((await guard.inspect('e-3')).status, 'in_flight');
+        assert.equal((await request(server, { key: 'e-3', body: broken })).status, 409);
+        assert.equal(runs(), 3);
       } finally {
         await server.close();
       }

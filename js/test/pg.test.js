@@ -1,20 +1,32 @@
-// The guard on PostgreSQL (the real server, see support/pg.js): the shared store
-// suite, the migration under its advisory lock, the HTTP middleware, and the
-// race: 16 contenders on 16 connections (in this process, then in 16 worker
-// threads) × 1000 keys. Every test has its own schema and drops it.
-// Unreachable server: fails with CI=true, skipped (with a message) otherwise.
+// The guard on PostgreSQL (the real server, see support/pg.js), driven through the
+// core's `flows` resource: the shared store suite, the schema (version 2, from
+// the component's DDL only) under its advisory lock, fast completions, the HTTP
+// middleware, and the races: 16 contenders on 16 connections (in this process,
+// then in 16 worker threads) × 1000 keys, and 16 recoverers on 16 connections
+// over stale records. Every test has its own schema and drops it.
+// Unreachable server: fails with CI=true, skipped (with a SKIPPED: line) otherwise.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import pg from 'pg';
 import { claims, createGuard, createKeyer, idempotency, jsonResponse, pgStore } from '../src/index.js';
-import { MIGRATION_LOCK } from '../src/stores/pg.js';
+import { coreSchema } from '../src/stores/schema.js';
 import { freshSchema, pgAvailability, PG_CONFIG } from './support/pg.js';
-import { storeSuite } from './support/store-suite.js';
-import { CONTENDERS, checkRace, contend, raceKeys } from './support/race.js';
+import { storeSuite, witRecord } from './support/store-suite.js';
+import {
+  CONTENDERS,
+  RECOVER_AT,
+  STALE_AT,
+  checkRace,
+  checkRecoveryRace,
+  contend,
+  raceKeys,
+  recoverContend,
+  strand,
+} from './support/race.js';
 import { request, serve } from './support/http.js';
 
-const { skip } = await pgAvailability();
+const { skip } = await pgAvailability('pg.test.js');
 
 /** Runs fn with a fresh schema and a pool on it, then drops both. */
 async function withSchema(fn, poolOptions = {}) {
@@ -51,7 +63,29 @@ storeSuite('PostgreSQL (pg)', {
 });
 
 describe('PostgreSQL store', { skip }, () => {
-  test('schema v1: applied once by 8 concurrent stores under the advisory lock, recorded in intentkey_schema_migrations', async () => {
+  /** The shape of a schema: columns, indexes and constraints, as the catalog tells them. */
+  async function shape(pool, schema) {
+    const columns = await pool.query(
+      `SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns
+       WHERE table_schema = $1 ORDER BY table_name, ordinal_position`,
+      [schema],
+    );
+    const indexes = await pool.query(
+      `SELECT indexname, replace(indexdef, $1, 'S') AS def FROM pg_indexes WHERE schemaname = $2 ORDER BY indexname`,
+      [`${schema}.`, schema],
+    );
+    const checks = await pool.query(
+      `SELECT conname, pg_get_constraintdef(c.oid) AS def FROM pg_constraint c
+       JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1 ORDER BY conname`,
+      [schema],
+    );
+    return { columns: columns.rows, indexes: indexes.rows, checks: checks.rows };
+  }
+
+  test('schema version 2, only from the component’s DDL: applied once by 8 concurrent stores under the advisory lock', async () => {
+    const { migrations, migrationsTable, schemaVersion, migrationLock } = coreSchema();
+    assert.equal(schemaVersion, 2);
+    assert.equal(migrationLock, 7316502411n);
     await withSchema(async ({ schema, pool }) => {
       const clients = await Promise.all(
         Array.from({ length: 8 }, async () => {
@@ -65,16 +99,11 @@ describe('PostgreSQL store', { skip }, () => {
       } finally {
         await Promise.all(clients.map((c) => c.end()));
       }
-      const versions = await pool.query('SELECT version, applied_at FROM intentkey_schema_migrations');
-      assert.equal(versions.rows.length, 1);
-      assert.equal(versions.rows[0].version, 1);
-      const columns = await pool.query(
-        `SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns
-         WHERE table_schema = $1 AND table_name = 'intentkey_records' ORDER BY ordinal_position`,
-        [schema.name],
-      );
+      const versions = await pool.query('SELECT version FROM intentkey_schema_migrations ORDER BY version');
+      assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }]);
+      const got = await shape(pool, schema.name);
       assert.deepEqual(
-        columns.rows.map((r) => [r.column_name, r.data_type, r.is_nullable]),
+        got.columns.filter((c) => c.column_name !== 'version' && c.column_name !== 'applied_at').map((r) => [r.column_name, r.data_type, r.is_nullable]),
         [
           ['key', 'text', 'NO'],
           ['fingerprint', 'text', 'NO'],
@@ -88,60 +117,60 @@ describe('PostgreSQL store', { skip }, () => {
           ['expires_at', 'bigint', 'YES'],
           ['lookups', 'integer', 'NO'],
           ['next_lookup_at', 'bigint', 'YES'],
+          ['owner_token', 'text', 'NO'],
+          ['response_headers', 'text', 'YES'],
         ],
       );
-      const idx = await pool.query(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`, [
-        schema.name,
-      ]);
       assert.deepEqual(
-        idx.rows.map((r) => r.indexname),
-        ['intentkey_records_expiry', 'intentkey_records_pkey', 'intentkey_schema_migrations_pkey'],
+        got.indexes.map((r) => r.indexname),
+        ['intentkey_records_expiry', 'intentkey_records_pkey', 'intentkey_records_status', 'intentkey_schema_migrations_pkey'],
       );
-      // The lock is the documented one, taken as a transaction-level lock.
-      assert.equal(MIGRATION_LOCK, 7316502411n);
-      // A second start finds version 1 and changes nothing.
+      // Exactly what the component's statements make, applied by hand elsewhere.
+      const reference = await freshSchema();
+      const c = new pg.Client(reference.config);
+      await c.connect();
+      try {
+        await c.query(migrationsTable);
+        for (const m of migrations) for (const statement of m.statements) await c.query(statement);
+        assert.deepEqual(await shape(c, reference.name), got);
+      } finally {
+        await c.end();
+        await reference.drop();
+      }
+      // A second start finds version 2 and changes nothing.
       await pgStore(pool);
-      assert.equal((await pool.query('SELECT count(*)::int AS n FROM intentkey_schema_migrations')).rows[0].n, 1);
+      assert.equal((await pool.query('SELECT count(*)::int AS n FROM intentkey_schema_migrations')).rows[0].n, 2);
     });
   });
 
-  test('a schema the Rust host migrated (its DDL, version 1 recorded) is used as it is', async () => {
+  test('a version 1 schema (with records) is migrated to version 2 and served', async () => {
+    const { migrations, migrationsTable } = coreSchema();
     await withSchema(async ({ pool }) => {
+      await pool.query(migrationsTable);
+      for (const statement of migrations[0].statements) await pool.query(statement);
       await pool.query(`
-CREATE TABLE IF NOT EXISTS intentkey_schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS intentkey_records (
-    key                   TEXT PRIMARY KEY,
-    fingerprint           TEXT NOT NULL,
-    tenant_id             TEXT NOT NULL,
-    action_type           TEXT NOT NULL,
-    status                TEXT NOT NULL CHECK (status IN ('in_flight', 'done', 'needs_reconciliation')),
-    response_status       INTEGER,
-    response_content_type TEXT,
-    response_body         TEXT,
-    created_at            BIGINT NOT NULL,
-    expires_at            BIGINT,
-    lookups               INTEGER NOT NULL DEFAULT 0,
-    next_lookup_at        BIGINT
-);
-CREATE INDEX IF NOT EXISTS intentkey_records_expiry ON intentkey_records (expires_at);
 INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES (1, 0);
 INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, response_status,
   response_content_type, response_body, created_at, expires_at, lookups)
-  VALUES ('from-rust', 'fp', 't', 'a', 'done', 201, 'application/json', '{"id":1}', 100, 1000, 0);`);
+  VALUES ('from-v1', 'fp', 't', 'a', 'done', 201, 'application/json', '{"id":1}', 100, 100000, 0);`);
       const guard = createGuard({ store: await pgStore(pool), now: () => 200 });
-      const r = await guard.run({ key: 'from-rust', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, async () => {
+      const r = await guard.run({ key: 'from-v1', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, async () => {
         throw new Error('must not run');
       });
-      assert.deepEqual([r.outcome, r.replayed, r.response.body], ['done', true, '{"id":1}']);
-      assert.deepEqual((await pool.query('SELECT version FROM intentkey_schema_migrations')).rows, [{ version: 1 }]);
+      assert.deepEqual([r.outcome, r.replayed, r.response.body, r.response.headers], ['done', true, '{"id":1}', []]);
+      assert.equal((await guard.inspect('from-v1')).ownerToken, '');
+      assert.deepEqual((await pool.query('SELECT version FROM intentkey_schema_migrations ORDER BY version')).rows, [
+        { version: 1 },
+        { version: 2 },
+      ]);
     });
   });
 
   test('a newer schema version is refused', async () => {
     await withSchema(async ({ pool }) => {
       await pgStore(pool);
-      await pool.query('INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES (2, 0)');
-      await assert.rejects(pgStore(pool), /schema is at version 2/);
+      await pool.query('INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES (3, 0)');
+      await assert.rejects(pgStore(pool), /schema version 3; this package knows version 2/);
     });
   });
 
@@ -149,7 +178,8 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
     await withSchema(async ({ schema, pool }) => {
       const own = await pgStore({ ...schema.config, max: 2 });
       const guard = createGuard({ store: own });
-      assert.equal((await guard.run({ key: 'cfg', fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => jsonResponse(200, {}))).outcome, 'owned');
+      const r = await guard.run({ key: 'cfg', fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => jsonResponse(200, {}));
+      assert.equal(r.outcome, 'owned');
       await own.close();
       assert.equal((await pool.query('SELECT count(*)::int AS n FROM intentkey_records')).rows[0].n, 1);
     });
@@ -157,14 +187,71 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
     const plain = new pg.Pool({ ...PG_CONFIG, max: 2 }); // search_path: the default
     try {
       const store = await pgStore(plain, { schema: schema.name });
-      await store.insertIfAbsent(claims.newRecord('qualified', 'f', 't', 'a', 1));
+      assert.equal(await store.insert(witRecord('qualified', 'a'.repeat(32), 1)), true);
       const r = await plain.query(`SELECT key FROM ${schema.name}.intentkey_records`);
       assert.deepEqual(r.rows, [{ key: 'qualified' }]);
       assert.deepEqual((await store.get('qualified')).key, 'qualified');
+      const versions = await plain.query(`SELECT version FROM ${schema.name}.intentkey_schema_migrations ORDER BY version`);
+      assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }]);
+      const leaked = await plain.query("SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'intentkey_records' AND schemaname = 'public'");
+      assert.equal(leaked.rows[0].n, 0, 'nothing created outside the schema');
     } finally {
       await plain.end();
       await schema.drop();
     }
+  });
+
+  test('fast completion: BEGIN; SET LOCAL synchronous_commit = off; UPDATE; COMMIT on one pooled connection (one statement on a Client)', async () => {
+    await withSchema(async ({ schema, pool }) => {
+      const guard = createGuard({ store: await pgStore(pool), fastCompletion: true });
+      for (let i = 0; i < 10; i++) {
+        const r = await guard.run({ key: `fast-${i}`, fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => jsonResponse(201, { i }));
+        assert.equal(r.finished, 'stored');
+      }
+      const done = await pool.query("SELECT count(*)::int AS n FROM intentkey_records WHERE status = 'done'");
+      assert.equal(done.rows[0].n, 10);
+      // SET LOCAL ends with its transaction: no pooled connection keeps it.
+      const settings = await Promise.all(
+        Array.from({ length: pool.totalCount }, () => pool.query('SHOW synchronous_commit')),
+      );
+      for (const s of settings) assert.equal(s.rows[0].synchronous_commit, 'on');
+      // A fenced fast completion still refuses another owner.
+      const store = await pgStore(pool);
+      await store.insert(witRecord('fast-x', 'a'.repeat(32), 1));
+      const completion = (token) => ({
+        key: 'fast-x',
+        ownerToken: token,
+        response: { status: 200, contentType: 'text/plain', headers: [], body: 'ok' },
+        expiresAt: 100n,
+        fast: true,
+      });
+      assert.equal(await store.complete(completion('b'.repeat(32))), false);
+      assert.equal(await store.complete(completion('a'.repeat(32))), true);
+      // On a single Client (shared with its owner's other queries) the same, in one statement.
+      const client = new pg.Client(schema.config);
+      await client.connect();
+      try {
+        const onClient = createGuard({ store: await pgStore(client), fastCompletion: true });
+        const r = await onClient.run({ key: 'fast-client', fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => jsonResponse(201, {}));
+        assert.equal(r.finished, 'stored');
+        assert.equal((await client.query('SHOW synchronous_commit')).rows[0].synchronous_commit, 'on');
+      } finally {
+        await client.end();
+      }
+    });
+  });
+
+  test('a lost connection is store-unavailable (retryable), not a trap', async () => {
+    await withSchema(async ({ schema }) => {
+      const client = new pg.Client(schema.config);
+      await client.connect();
+      const guard = createGuard({ store: await pgStore(client) });
+      await client.end();
+      await assert.rejects(
+        guard.run({ key: 'gone', fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => jsonResponse(200, {})),
+        (e) => e.code === 'store-unavailable' && e.cause !== undefined,
+      );
+    });
   });
 
   test('HTTP middleware on PostgreSQL: owned, replayed, 409, 422, 400', async () => {
@@ -299,10 +386,47 @@ describe(`race on PostgreSQL: ${CONTENDERS} contenders × 1000 keys`, { skip }, 
         await Promise.all(exits);
         const { rows, effects } = await tables(pool);
         t.diagnostic(checkRace(reports, keys, rows, effects));
-        const versions = await pool.query('SELECT version FROM intentkey_schema_migrations');
-        assert.deepEqual(versions.rows, [{ version: 1 }]);
+        const versions = await pool.query('SELECT version FROM intentkey_schema_migrations ORDER BY version');
+        assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }]);
       } finally {
         await Promise.all(workers.map((w) => w.terminate()));
+      }
+    });
+  });
+});
+
+describe(`recovery race on PostgreSQL: ${CONTENDERS} recoverers on ${CONTENDERS} connections`, { skip }, () => {
+  test(`${CONTENDERS} connections recover the same 200 stale records: exactly one re-execution each`, async (t) => {
+    await withSchema(async ({ schema, pool }) => {
+      await pool.query('CREATE TABLE ik_effects (key TEXT NOT NULL, contender INTEGER NOT NULL)');
+      const keys = raceKeys(200);
+      await strand(createGuard({ store: await pgStore(pool), now: () => STALE_AT }), keys);
+      const clients = await Promise.all(
+        Array.from({ length: CONTENDERS }, async () => {
+          const c = new pg.Client(schema.config);
+          await c.connect();
+          return c;
+        }),
+      );
+      try {
+        const guards = await Promise.all(
+          clients.map(async (c) => createGuard({ store: await pgStore(c), now: () => RECOVER_AT, staleAfterSeconds: 60 })),
+        );
+        const reports = await Promise.all(
+          guards.map((guard, id) =>
+            recoverContend({
+              guard,
+              id,
+              keys,
+              recordEffect: (key, who) => clients[id].query('INSERT INTO ik_effects (key, contender) VALUES ($1, $2)', [key, who]),
+            }),
+          ),
+        );
+        const rows = (await pool.query('SELECT key, status, response_body FROM intentkey_records')).rows;
+        const effects = (await pool.query('SELECT key, contender FROM ik_effects')).rows;
+        t.diagnostic(checkRecoveryRace(reports, keys, rows, effects));
+      } finally {
+        await Promise.all(clients.map((c) => c.end()));
       }
     });
   });

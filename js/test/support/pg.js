@@ -33,10 +33,12 @@ async function unreachable() {
 
 /**
  * What the PostgreSQL tests do here: `{ skip: false }` to run, `{ skip: message }`
- * outside CI when the server is unreachable. With CI=true an unreachable server
- * throws, failing the test file loudly.
+ * outside CI when the server is unreachable (and a `SKIPPED: <file>: <why>` line,
+ * which the skips reporter counts). With CI=true an unreachable server throws,
+ * failing the test file loudly.
+ * @param {string} file the test file, for the SKIPPED line
  */
-export async function pgAvailability() {
+export async function pgAvailability(file) {
   const why = await unreachable();
   if (why === null) return { skip: false };
   if (process.env.CI === 'true') {
@@ -46,8 +48,8 @@ export async function pgAvailability() {
     );
   }
   const message = `PostgreSQL at ${where} is unreachable (${why}); PostgreSQL tests SKIPPED (outside CI; with CI=true they fail)`;
-  console.log(`# ${message}`);
-  return { skip: message };
+  console.log(`SKIPPED: ${file}: ${message}`);
+  return { skip: `SKIPPED: ${message}` };
 }
 
 /**

@@ -18,7 +18,7 @@ export async function contend({ guard, id, keys, recordEffect }) {
       await recordEffect(k, id);
       return { status: 201, contentType: 'application/json', body: JSON.stringify({ key: k, contender: id }) };
     });
-    if (r.outcome === 'owned' && r.recorded) report.owned.push(key);
+    if (r.outcome === 'owned' && r.finished === 'stored') report.owned.push(key);
     else if (r.outcome === 'done') report.replays[key] = JSON.parse(r.response.body).contender;
     else if (r.outcome === 'in-flight') report.inFlight++;
     else report.other.push([key, r.outcome]);
@@ -65,4 +65,79 @@ export function checkRace(reports, keys, rows, effects) {
     `(owned per contender ${Math.min(...perContender)}..${Math.max(...perContender)}), ${replays} replays, ` +
     `${inFlight} in-flight 409s, ${rows.length} records all done, ${effects.length} effects`
   );
+}
+
+/** The stale record every recoverer fights over: claimed at T0 by an owner whose effect failed. */
+export const STALE_AT = 1_700_000_000;
+export const RECOVER_AT = STALE_AT + 3600;
+
+/** Claims `keys` and fails each effect, leaving them in flight at STALE_AT. */
+export async function strand(guard, keys) {
+  for (const key of keys) {
+    await guard
+      .run({ key, fingerprint: 'fp-race', tenantId: 'race', actionType: 'race.pay' }, async () => {
+        throw new Error('crashed');
+      })
+      .then(
+        () => {
+          throw new Error(`strand: ${key} was not claimed`);
+        },
+        (e) => {
+          if (e.message !== 'crashed') throw e;
+        },
+      );
+  }
+}
+
+/**
+ * One recoverer's run over every stale key: a read-your-writes destination says
+ * absent, so the core decides to re-execute; the store's fenced write lets one
+ * recoverer take each record over.
+ */
+export async function recoverContend({ guard, id, keys, recordEffect }) {
+  const report = { id, applied: [], outcomes: {} };
+  for (const key of keys) {
+    const r = await guard.recover({
+      key,
+      lookup: async () => 'absent',
+      readYourWrites: true,
+      effect: async (k) => {
+        await recordEffect(k, id);
+        return { status: 201, contentType: 'application/json', body: JSON.stringify({ key: k, recoverer: id }) };
+      },
+    });
+    const label = r.action === undefined ? r.outcome : `${r.outcome} ${r.action}`;
+    report.outcomes[label] = (report.outcomes[label] ?? 0) + 1;
+    if (r.outcome === 'applied') {
+      if (r.action !== 're-execute' || r.finished !== 'stored') throw new Error(`recoverer ${id}: ${JSON.stringify(r)}`);
+      report.applied.push(key);
+    }
+  }
+  return report;
+}
+
+/**
+ * Checks a recovery race: each stale record re-executed exactly once (one
+ * recoverer applied, one effect), the record done with that recoverer's answer.
+ */
+export function checkRecoveryRace(reports, keys, rows, effects) {
+  const winners = new Map(keys.map((k) => [k, []]));
+  const outcomes = {};
+  for (const r of reports) {
+    for (const key of r.applied) winners.get(key).push(r.id);
+    for (const [label, n] of Object.entries(r.outcomes)) outcomes[label] = (outcomes[label] ?? 0) + n;
+  }
+  for (const [key, who] of winners) assert.equal(who.length, 1, `key ${key} was re-executed by ${JSON.stringify(who)}`);
+  assert.equal(effects.length, keys.length, 'each stale record re-executed exactly once');
+  for (const e of effects) assert.equal(Number(e.contender), winners.get(e.key)[0], `effect ${e.key}`);
+  assert.equal(rows.length, keys.length);
+  for (const row of rows) {
+    assert.equal(row.status, 'done', `record ${row.key}`);
+    assert.equal(JSON.parse(row.response_body).recoverer, winners.get(row.key)[0], `record ${row.key}`);
+  }
+  const summary = Object.entries(outcomes)
+    .sort()
+    .map(([label, n]) => `${label} ${n}`)
+    .join(', ');
+  return `${reports.length} recoverers × ${keys.length} stale records: exactly 1 re-execution each (${summary})`;
 }

@@ -1,15 +1,17 @@
-// The guard's behaviour on one store: every claim outcome, replay of errors,
-// purge, the TTL, and recovery. Run by guard.test.js (memory, better-sqlite3)
-// and pg.test.js (PostgreSQL), so every store passes the same checks.
+// The guard's behaviour on one store: every claim outcome, the outcome classes,
+// fencing (a superseded owner's late completion), recovery (not due, found,
+// absent, unknown), purge and the fenced store operations themselves. Run by
+// guard.test.js (memory, better-sqlite3) and pg.test.js (PostgreSQL), so every
+// store passes the same checks.
 //
-// Expected answers are asked of the core (claims.answerFor, claims.complete, …),
-// never written out here: the tests check that the guard and the stores carry
-// the core's decisions through the I/O unchanged.
+// Expected answers are asked of the core (claims.answerFor, claims.decideRecovery,
+// claims.defaultRules, …), never written out here: the tests check that the guard
+// and the stores carry the core's decisions through the I/O unchanged.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { claims, createGuard, createKeyer, jsonResponse } from '../../src/index.js';
+import { IntentkeyRefused, claims, createGuard, createKeyer, jsonResponse, refused } from '../../src/index.js';
 
-const T0 = 1_700_000_000;
+export const T0 = 1_700_000_000;
 const SECRET = '5c'.repeat(32);
 const PIX = {
   tenantId: 'tenant-1',
@@ -17,15 +19,16 @@ const PIX = {
   payload: '{"creditor_key":"123.456.789-09","amount":10.5,"currency":"brl","request_id":"r-1"}',
   intentEpoch: T0,
 };
+const TOKEN = /^[0-9a-f]{32}$/;
 
 /** A clock the test moves. */
-function clock(start = T0) {
+export function clock(start = T0) {
   const c = { t: start, now: () => c.t };
   return c;
 }
 
 /** A deferred promise. */
-function deferred() {
+export function deferred() {
   let resolve;
   let reject;
   const promise = new Promise((res, rej) => {
@@ -40,17 +43,44 @@ function countingEffect(response = jsonResponse(201, { id: 'pay_1' })) {
   const calls = [];
   const effect = async (key) => {
     calls.push(key);
-    return typeof response === 'function' ? response(key) : response;
+    return typeof response === 'function' ? response(key, calls.length) : response;
   };
   return { effect, calls };
 }
 
-const claimOf = (key, fingerprint = 'fp-a') => ({ key, fingerprint, tenantId: 'tenant-1', actionType: 'pix.send' });
+export const claimOf = (key, fingerprint = 'fp-a') => ({ key, fingerprint, tenantId: 'tenant-1', actionType: 'pix.send' });
 
 /** The answer the core gives for a decision, as run() returns it. */
 function coreAnswer(decision) {
   const a = claims.answerFor(decision);
-  return { response: { status: a.status, contentType: a.contentType, body: a.body }, replayed: a.replayed };
+  return { response: { status: a.status, contentType: a.contentType, headers: a.headers, body: a.body }, replayed: a.replayed };
+}
+
+/** A WIT record, as the component hands it to a store. */
+export function witRecord(key, ownerToken, createdAt, extra = {}) {
+  return {
+    key,
+    fingerprint: 'fp',
+    tenantId: 'tenant-1',
+    actionType: 'pix.send',
+    status: 'in-flight',
+    ownerToken,
+    response: undefined,
+    createdAt: BigInt(createdAt),
+    expiresAt: undefined,
+    lookups: 0,
+    nextLookupAt: undefined,
+    ...extra,
+  };
+}
+
+const failing = (message) => async () => {
+  throw new Error(message);
+};
+
+/** Waits until the store holds `key`. */
+async function claimed(guard, key) {
+  while ((await guard.inspect(key)) === null) await new Promise((r) => setTimeout(r, 1));
 }
 
 /**
@@ -71,51 +101,47 @@ export function storeSuite(label, backend) {
     });
 
   describe(`guard on ${label}`, { skip: backend.skip ?? false }, () => {
-    it('first claim owns: the effect runs once, with the key, and the core’s completed record is stored', async (store) => {
+    it('first claim owns: the effect runs once, with the key; the answer is stored under a fresh owner token', async (store) => {
       const c = clock();
       const guard = createGuard({ store, now: c.now });
-      const { effect, calls } = countingEffect();
+      const answer = jsonResponse(201, { id: 'pay_1' }, [['Location', '/payments/pay_1']]);
+      const { effect, calls } = countingEffect(answer);
       const result = await guard.run(claimOf('k-own'), effect);
-      assert.deepEqual(result, {
-        outcome: 'owned',
-        response: jsonResponse(201, { id: 'pay_1' }),
-        replayed: false,
-        key: 'k-own',
-        recorded: true,
-      });
+      assert.deepEqual(result, { outcome: 'owned', response: answer, replayed: false, key: 'k-own', finished: 'stored' });
       assert.deepEqual(calls, ['k-own']);
-      const expected = claims.complete(
-        claims.newRecord('k-own', 'fp-a', 'tenant-1', 'pix.send', T0),
-        jsonResponse(201, { id: 'pay_1' }),
-        T0,
-        claims.defaultTtlSeconds(),
-      );
-      assert.deepEqual(await store.get('k-own'), expected);
-      assert.equal(expected.status, 'done');
-      assert.equal(expected.expiresAt, T0 + claims.defaultTtlSeconds());
+      const record = await guard.inspect('k-own');
+      assert.match(record.ownerToken, TOKEN);
+      assert.deepEqual(record, {
+        key: 'k-own',
+        fingerprint: 'fp-a',
+        tenantId: 'tenant-1',
+        actionType: 'pix.send',
+        status: 'done',
+        ownerToken: record.ownerToken,
+        response: answer,
+        createdAt: T0,
+        expiresAt: T0 + claims.defaultTtlSeconds(),
+        lookups: 0,
+        nextLookupAt: null,
+      });
     });
 
-    it('repeat after completion: the stored response is replayed, the effect does not run again', async (store) => {
+    it('terminal answers are stored and replayed (headers too); the effect does not run again', async (store) => {
       const c = clock();
       const guard = createGuard({ store, now: c.now });
-      const { effect, calls } = countingEffect();
+      const stored = jsonResponse(201, { id: 'pay_1' }, [['Location', '/payments/pay_1']]);
+      const { effect, calls } = countingEffect(stored);
       await guard.run(claimOf('k-done'), effect);
       c.t += 30;
       const again = await guard.run(claimOf('k-done'), effect);
-      const stored = jsonResponse(201, { id: 'pay_1' });
-      assert.deepEqual(again, {
-        outcome: 'done',
-        ...coreAnswer({ outcome: 'done', response: stored }),
-        key: 'k-done',
-      });
+      assert.deepEqual(again, { outcome: 'done', ...coreAnswer({ outcome: 'done', response: stored }), key: 'k-done' });
       assert.equal(again.replayed, true);
       assert.deepEqual(again.response, stored);
       assert.equal(calls.length, 1);
     });
 
-    it('a thrown error with a response is stored and replayed like a success', async (store) => {
-      const c = clock();
-      const guard = createGuard({ store, now: c.now });
+    it('a thrown error with a response is answered: stored and replayed like a success', async (store) => {
+      const guard = createGuard({ store, now: clock().now });
       let runs = 0;
       const declined = jsonResponse(402, { error: 'insufficient_funds' });
       const effect = async () => {
@@ -123,15 +149,87 @@ export function storeSuite(label, backend) {
         throw Object.assign(new Error('declined'), { response: declined });
       };
       const first = await guard.run(claimOf('k-err'), effect);
-      assert.equal(first.outcome, 'owned');
+      assert.deepEqual([first.outcome, first.finished], ['owned', 'stored']);
       assert.deepEqual(first.response, declined);
       assert.equal(first.error.message, 'declined');
       const again = await guard.run(claimOf('k-err'), effect);
-      assert.equal(again.outcome, 'done');
-      assert.equal(again.replayed, true);
+      assert.deepEqual([again.outcome, again.replayed], ['done', true]);
       assert.deepEqual(again.response, declined);
       assert.equal(runs, 1);
-      assert.equal((await store.get('k-err')).status, 'done');
+      assert.equal((await guard.inspect('k-err')).status, 'done');
+    });
+
+    it('a 429 (a release status) is released: the record is deleted, a retry runs the effect, its 201 is stored', async (store) => {
+      const guard = createGuard({ store, now: clock().now });
+      assert.deepEqual(claims.defaultRules().releaseStatuses, [429, 503]);
+      const { effect, calls } = countingEffect((key, n) =>
+        n === 1 ? jsonResponse(429, { retry: true }) : n === 2 ? jsonResponse(503, {}) : jsonResponse(201, { n }),
+      );
+      const busy = await guard.run(claimOf('k-429'), effect);
+      assert.deepEqual([busy.outcome, busy.finished, busy.response.status], ['owned', 'released', 429]);
+      assert.equal(await guard.inspect('k-429'), null, 'a released claim is deleted');
+      const unavailable = await guard.run(claimOf('k-429'), effect);
+      assert.deepEqual([unavailable.outcome, unavailable.finished, unavailable.response.status], ['owned', 'released', 503]);
+      const ok = await guard.run(claimOf('k-429'), effect);
+      assert.deepEqual([ok.outcome, ok.finished, ok.response.status], ['owned', 'stored', 201]);
+      const replay = await guard.run(claimOf('k-429'), effect);
+      assert.deepEqual([replay.outcome, replay.response.status], ['done', 201]);
+      assert.equal(calls.length, 3);
+      // The release statuses are the guard's rules: with none, a 429 is terminal.
+      const strict = createGuard({ store, now: clock().now, releaseStatuses: [] });
+      const stored = await strict.run(claimOf('k-429-strict'), async () => jsonResponse(429, {}));
+      assert.equal(stored.finished, 'stored');
+      assert.equal((await strict.run(claimOf('k-429-strict'), effect)).outcome, 'done');
+    });
+
+    it('a refusal (IntentkeyRefused) is released: its response goes back unstored; without one it is rethrown', async (store) => {
+      const guard = createGuard({ store, now: clock().now });
+      const answer = jsonResponse(400, { error: 'closed' });
+      const r = await guard.run(claimOf('k-refused'), async () => {
+        throw refused(answer);
+      });
+      assert.deepEqual([r.outcome, r.finished], ['owned', 'released']);
+      assert.deepEqual(r.response, answer);
+      assert.ok(r.error instanceof IntentkeyRefused);
+      assert.equal(await guard.inspect('k-refused'), null);
+      await assert.rejects(
+        guard.run(claimOf('k-refused'), async () => {
+          throw new IntentkeyRefused();
+        }),
+        IntentkeyRefused,
+      );
+      assert.equal(await guard.inspect('k-refused'), null);
+      assert.equal((await guard.run(claimOf('k-refused'), async () => jsonResponse(200, {}))).finished, 'stored');
+    });
+
+    it('a throw is ambiguous: left in flight, rethrown, 409 on repeat whatever its age, never purged', async (store) => {
+      const c = clock();
+      const guard = createGuard({ store, now: c.now, ttlSeconds: 60 });
+      let runs = 0;
+      await assert.rejects(
+        guard.run(claimOf('k-lost'), async () => {
+          runs++;
+          throw new Error('connection reset');
+        }),
+        /connection reset/,
+      );
+      assert.equal((await guard.inspect('k-lost')).status, 'in_flight');
+      c.t += 10 * 365 * 86_400; // ten years later: no TTL releases it
+      assert.equal(await guard.purge(), 0);
+      const again = await guard.run(claimOf('k-lost'), async () => {
+        runs++;
+        return jsonResponse(200, {});
+      });
+      assert.deepEqual(again, { outcome: 'in-flight', ...coreAnswer({ outcome: 'in-flight' }), key: 'k-lost' });
+      assert.equal(again.response.status, 409);
+      assert.equal(runs, 1);
+      // Something that is not a response is ambiguous too.
+      await assert.rejects(guard.run(claimOf('k-odd'), async () => ({ status: 200 })), /contentType/);
+      assert.equal((await guard.inspect('k-odd')).status, 'in_flight');
+      // So is an error whose `response` is not ours (an HTTP client's, say).
+      const foreign = Object.assign(new Error('HTTP 502'), { response: { status: 502, data: '' } });
+      await assert.rejects(guard.run(claimOf('k-foreign'), async () => Promise.reject(foreign)), /HTTP 502/);
+      assert.equal((await guard.inspect('k-foreign')).status, 'in_flight');
     });
 
     it('repeat while the original runs: the core’s 409 problem, the effect does not run twice', async (store) => {
@@ -144,11 +242,9 @@ export function storeSuite(label, backend) {
         return jsonResponse(201, { id: 'pay_slow' });
       };
       const first = guard.run(claimOf('k-flight'), slow);
-      // Wait until the first attempt holds the claim.
-      while ((await store.get('k-flight')) === null) await new Promise((r) => setTimeout(r, 1));
+      await claimed(guard, 'k-flight');
       const second = await guard.run(claimOf('k-flight'), slow);
       assert.deepEqual(second, { outcome: 'in-flight', ...coreAnswer({ outcome: 'in-flight' }), key: 'k-flight' });
-      assert.equal(second.response.status, 409);
       assert.equal(second.response.contentType, 'application/problem+json');
       gate.resolve();
       assert.equal((await first).outcome, 'owned');
@@ -163,20 +259,14 @@ export function storeSuite(label, backend) {
         await gate.promise;
         return jsonResponse(200, {});
       });
-      while ((await store.get('k-conf')) === null) await new Promise((r) => setTimeout(r, 1));
+      await claimed(guard, 'k-conf');
       const { effect, calls } = countingEffect();
       const whileRunning = await guard.run(claimOf('k-conf', 'fp-b'), effect);
-      assert.deepEqual(whileRunning, {
-        outcome: 'payload-conflict',
-        ...coreAnswer({ outcome: 'payload-conflict' }),
-        key: 'k-conf',
-      });
+      assert.deepEqual(whileRunning, { outcome: 'payload-conflict', ...coreAnswer({ outcome: 'payload-conflict' }), key: 'k-conf' });
       assert.equal(whileRunning.response.status, 422);
       gate.resolve();
       await first;
-      const afterDone = await guard.run(claimOf('k-conf', 'fp-b'), effect);
-      assert.equal(afterDone.outcome, 'payload-conflict');
-      assert.equal(afterDone.response.status, 422);
+      assert.equal((await guard.run(claimOf('k-conf', 'fp-b'), effect)).response.status, 422);
       assert.equal(calls.length, 0);
     });
 
@@ -187,16 +277,10 @@ export function storeSuite(label, backend) {
       const first = await guard.run({ intent: PIX }, effect);
       assert.equal(first.key, keyer.derive(PIX));
       assert.deepEqual(calls, [keyer.derive(PIX)]);
-      const stored = await store.get(first.key);
-      assert.equal(stored.fingerprint, keyer.fingerprint(PIX.tenantId, PIX.actionType, PIX.payload));
-      const retry = {
-        ...PIX,
-        payload: { amount: '10.50', currency: ' BRL ', creditor_key: '12345678909', request_id: 'r-2' },
-      };
+      assert.equal((await guard.inspect(first.key)).fingerprint, keyer.fingerprint(PIX.tenantId, PIX.actionType, PIX.payload));
+      const retry = { ...PIX, payload: { amount: '10.50', currency: ' BRL ', creditor_key: '12345678909', request_id: 'r-2' } };
       const again = await guard.run({ intent: retry }, effect);
-      assert.equal(again.outcome, 'done');
-      assert.equal(again.key, first.key);
-      // The key with a payload: the fingerprint is taken through the keyer.
+      assert.deepEqual([again.outcome, again.key], ['done', first.key]);
       const byPayload = await guard.run(
         { key: first.key, tenantId: PIX.tenantId, actionType: PIX.actionType, payload: retry.payload },
         effect,
@@ -210,30 +294,7 @@ export function storeSuite(label, backend) {
       assert.equal(calls.length, 1);
     });
 
-    it('an effect that throws without a response leaves the record in_flight, whatever its age', async (store) => {
-      const c = clock();
-      const guard = createGuard({ store, now: c.now, ttlSeconds: 60 });
-      let runs = 0;
-      await assert.rejects(
-        guard.run(claimOf('k-lost'), async () => {
-          runs++;
-          throw new Error('connection reset');
-        }),
-        /connection reset/,
-      );
-      assert.equal((await store.get('k-lost')).status, 'in_flight');
-      c.t += 10 * 365 * 86_400; // ten years later: no TTL releases it
-      assert.equal(await guard.purge(), 0);
-      const again = await guard.run(claimOf('k-lost'), async () => {
-        runs++;
-        return jsonResponse(200, {});
-      });
-      assert.equal(again.outcome, 'in-flight');
-      assert.equal(again.response.status, 409);
-      assert.equal(runs, 1);
-    });
-
-    it('purge deletes only the done records the core says have expired', async (store) => {
+    it('purge deletes only the done records that have expired', async (store) => {
       const c = clock();
       const guard = createGuard({ store, now: c.now, ttlSeconds: 60 });
       const ok = async () => jsonResponse(200, {});
@@ -242,87 +303,137 @@ export function storeSuite(label, backend) {
       await guard.run(claimOf('p-at-now'), ok); // expires T0 + 90: exactly "now" below
       c.t = T0 + 40;
       await guard.run(claimOf('p-fresh'), ok); // expires T0 + 100
-      await assert.rejects(guard.run(claimOf('p-inflight'), async () => Promise.reject(new Error('lost'))));
-      const stuck = { ...claims.newRecord('p-reconcile', 'fp-a', 'tenant-1', 'pix.send', T0), status: 'needs_reconciliation' };
-      assert.equal(await store.insertIfAbsent(stuck), true);
-
+      await assert.rejects(guard.run(claimOf('p-inflight'), failing('lost')));
       c.t = T0 + 90;
       const before = [];
-      for (const status of ['in_flight', 'done', 'needs_reconciliation']) before.push(...(await store.list(status)));
+      for (const status of ['in_flight', 'done', 'needs_reconciliation']) before.push(...(await guard.list(status)));
       const purgeable = before.filter((r) => claims.purgeable(r, c.t)).map((r) => r.key).sort();
       assert.deepEqual(purgeable, ['p-at-now', 'p-expired']);
       assert.equal(await guard.purge(), 2);
-      for (const r of before) assert.equal((await store.get(r.key)) === null, purgeable.includes(r.key), r.key);
+      for (const r of before) assert.equal((await guard.inspect(r.key)) === null, purgeable.includes(r.key), r.key);
       assert.equal(await guard.purge(), 0);
       // A purged key is free again: a new claim owns it.
       assert.equal((await guard.run(claimOf('p-expired'), ok)).outcome, 'owned');
     });
 
+    it('not due: a fresh claim is left alone (nothing asked, nothing run), then recovered once stale', async (store) => {
+      const c = clock();
+      const guard = createGuard({ store, now: c.now, staleAfterSeconds: 120 });
+      await assert.rejects(guard.run(claimOf('r-fresh'), failing('timeout')));
+      let asked = 0;
+      let ran = 0;
+      const request = {
+        key: 'r-fresh',
+        lookup: async () => {
+          asked++;
+          return 'absent';
+        },
+        readYourWrites: true,
+        effect: async () => {
+          ran++;
+          return jsonResponse(201, {});
+        },
+      };
+      c.t += 119;
+      assert.deepEqual(await guard.recover(request), { outcome: 'not-due', key: 'r-fresh', dueAt: T0 + 120 });
+      assert.deepEqual([asked, ran], [0, 0]);
+      assert.deepEqual(await guard.due(), []);
+      c.t += 1;
+      assert.deepEqual(await guard.due(), ['r-fresh']);
+      const r = await guard.recover(request);
+      assert.deepEqual([r.outcome, r.action, r.finished], ['applied', 're-execute', 'stored']);
+      assert.deepEqual([asked, ran], [1, 1]);
+      assert.deepEqual(await guard.recover(request), { outcome: 'not-in-flight', key: 'r-fresh', status: 'done' });
+      assert.deepEqual(await guard.recover({ ...request, key: 'r-none' }), { outcome: 'missing', key: 'r-none' });
+    });
+
+    it('superseded: a recoverer takes a stale claim over; the first owner’s late completion is refused', async (store) => {
+      const c = clock();
+      const guard = createGuard({ store, now: c.now, staleAfterSeconds: 60 });
+      const gate = deferred();
+      const ownerA = guard.run(claimOf('r-super'), async () => {
+        await gate.promise;
+        return jsonResponse(201, { by: 'A' });
+      });
+      await claimed(guard, 'r-super');
+      const tokenA = (await guard.inspect('r-super')).ownerToken;
+      c.t += 61;
+      const recovered = await guard.recover({
+        key: 'r-super',
+        lookup: async () => 'absent',
+        readYourWrites: true,
+        effect: async () => jsonResponse(201, { by: 'recoverer' }),
+      });
+      assert.deepEqual([recovered.outcome, recovered.action, recovered.finished], ['applied', 're-execute', 'stored']);
+      const taken = await guard.inspect('r-super');
+      assert.notEqual(taken.ownerToken, tokenA);
+      assert.equal(taken.createdAt, c.t, 'the take-over restarts the clock');
+      gate.resolve();
+      const late = await ownerA;
+      assert.deepEqual([late.outcome, late.finished], ['owned', 'superseded']);
+      assert.deepEqual(JSON.parse(late.response.body), { by: 'A' });
+      const record = await guard.inspect('r-super');
+      assert.deepEqual(JSON.parse(record.response.body), { by: 'recoverer' });
+      const replay = await guard.run(claimOf('r-super'), failing('must not run'));
+      assert.deepEqual(JSON.parse(replay.response.body), { by: 'recoverer' });
+    });
+
     it('recovery, found: the destination’s outcome is recorded as done and replayed; the effect never reruns', async (store) => {
       const c = clock();
       const guard = createGuard({ store, now: c.now, staleAfterSeconds: 120 });
-      let runs = 0;
-      const effect = async () => {
-        runs++;
-        throw new Error('timeout');
-      };
-      await assert.rejects(guard.run(claimOf('r-found'), effect));
+      await assert.rejects(guard.run(claimOf('r-found'), failing('timeout')));
       const lookups = [];
-      const found = jsonResponse(201, { id: 'pay_found' });
-      const lookup = async (key) => {
-        lookups.push(key);
-        return { found };
-      };
-      c.t += 60;
-      assert.equal((await guard.recover({ key: 'r-found', lookup })).action, 'not-due');
-      assert.equal(lookups.length, 0);
-      c.t += 60;
-      const result = await guard.recover({ key: 'r-found', lookup });
-      assert.equal(result.action, 'record-done');
-      assert.equal(result.applied, true);
+      const found = jsonResponse(201, { id: 'pay_found' }, [['Location', '/p/found']]);
+      c.t += 120;
+      const result = await guard.recover({
+        key: 'r-found',
+        lookup: async (key) => {
+          lookups.push(key);
+          return { found };
+        },
+      });
+      assert.deepEqual(result, { outcome: 'applied', key: 'r-found', action: 'record-done', response: found });
       assert.deepEqual(lookups, ['r-found']);
-      const record = await store.get('r-found');
-      assert.equal(record.status, 'done');
+      const record = await guard.inspect('r-found');
+      assert.deepEqual([record.status, record.expiresAt], ['done', c.t + claims.defaultTtlSeconds()]);
       assert.deepEqual(record.response, found);
-      const replay = await guard.run(claimOf('r-found'), effect);
-      assert.equal(replay.outcome, 'done');
-      assert.deepEqual(replay.response, found);
-      assert.equal(runs, 1);
+      const replay = await guard.run(claimOf('r-found'), failing('must not run'));
+      assert.deepEqual([replay.outcome, replay.response], ['done', found]);
     });
 
-    it('recovery, absent from a read-your-writes destination: re-executed once, with the same key', async (store) => {
+    it('recovery, absent from a read-your-writes destination: two recoverers at once, one re-execution, same key', async (store) => {
       const c = clock();
       const guard = createGuard({ store, now: c.now, staleAfterSeconds: 0 });
-      await assert.rejects(guard.run(claimOf('r-absent'), async () => Promise.reject(new Error('crashed'))));
+      await assert.rejects(guard.run(claimOf('r-absent'), failing('crashed')));
       c.t += 5;
       const { effect, calls } = countingEffect(jsonResponse(201, { id: 'pay_again' }));
-      // Two recoverers at once: one wins the re-execution.
-      const results = await Promise.all([
-        guard.recover({ key: 'r-absent', lookup: async () => 'absent', readYourWrites: true, effect }),
-        guard.recover({ key: 'r-absent', lookup: async () => 'absent', readYourWrites: true, effect }),
-      ]);
+      const request = { key: 'r-absent', lookup: async () => 'absent', readYourWrites: true, effect };
+      const results = await Promise.all([guard.recover(request), guard.recover(request)]);
       assert.deepEqual(calls, ['r-absent']);
-      const winners = results.filter((r) => r.action === 're-execute' && r.applied === true);
+      const winners = results.filter((r) => r.outcome === 'applied');
       assert.equal(winners.length, 1, JSON.stringify(results));
       assert.deepEqual(winners[0].response, jsonResponse(201, { id: 'pay_again' }));
-      const record = await store.get('r-absent');
-      assert.equal(record.status, 'done');
-      assert.deepEqual(record.response, jsonResponse(201, { id: 'pay_again' }));
-      const replay = await guard.run(claimOf('r-absent'), effect);
-      assert.equal(replay.outcome, 'done');
-      assert.equal(calls.length, 1);
+      // The other lost the fenced write, or read the record after the take-over
+      // (not due: its clock restarted) or after the re-execution (done).
+      const loser = results.find((r) => r !== winners[0]);
+      assert.ok(
+        (loser.outcome === 'lost' && loser.action === 're-execute') || ['not-due', 'not-in-flight'].includes(loser.outcome),
+        JSON.stringify(loser),
+      );
+      const record = await guard.inspect('r-absent');
+      assert.deepEqual([record.status, record.response], ['done', jsonResponse(201, { id: 'pay_again' })]);
     });
 
-    it('recovery, absent from a destination without read-your-writes: treated as unknown, no re-execution', async (store) => {
+    it('recovery, absent without read-your-writes: treated as unknown, no re-execution', async (store) => {
       const c = clock();
       const guard = createGuard({ store, now: c.now, staleAfterSeconds: 0 });
-      await assert.rejects(guard.run(claimOf('r-lagging'), async () => Promise.reject(new Error('crashed'))));
-      const record = await store.get('r-lagging');
+      await assert.rejects(guard.run(claimOf('r-lagging'), failing('crashed')));
+      const record = await guard.inspect('r-lagging');
       const result = await guard.recover({ key: 'r-lagging', lookup: async () => 'absent' });
       const expected = claims.decideRecovery(record, 'unknown', false, c.t);
       assert.equal(expected.action, 'check-later');
-      assert.deepEqual(result, { action: 'check-later', key: 'r-lagging', applied: true, lookups: expected.lookups, nextLookupAt: expected.nextLookupAt });
-      assert.equal((await store.get('r-lagging')).status, 'in_flight');
+      assert.deepEqual(result, { outcome: 'applied', key: 'r-lagging', ...expected });
+      assert.equal((await guard.inspect('r-lagging')).status, 'in_flight');
     });
 
     it('recovery, unknown: backs off 1, 2, 4 minutes, then needs_reconciliation, and NEVER runs the effect', async (store) => {
@@ -339,7 +450,6 @@ export function storeSuite(label, backend) {
           throw new Error('504 from the bank');
         }),
       );
-      assert.equal(effects, 1);
       let asked = 0;
       const answers = ['unknown', 'throw', 'unknown', 'unknown'];
       const lookup = async () => {
@@ -349,99 +459,114 @@ export function storeSuite(label, backend) {
       };
       // Read-your-writes and an effect are given: even so, unknown never re-executes.
       const recover = () => guard.recover({ key: 'r-unknown', lookup, readYourWrites: true, effect });
-
-      assert.equal((await recover()).action, 'not-due'); // not stale yet
+      assert.equal((await recover()).outcome, 'not-due');
       c.t += 300;
       const waits = [];
       for (;;) {
-        const before = await store.get('r-unknown');
+        const before = await guard.inspect('r-unknown');
         const result = await recover();
+        assert.equal(result.outcome, 'applied', JSON.stringify(result));
         if (result.action === 'reconcile') {
-          assert.equal(result.applied, true);
           assert.equal(result.lookups, before.lookups + 1);
           break;
         }
         assert.equal(result.action, 'check-later', JSON.stringify(result));
-        assert.equal(result.applied, true);
         waits.push(result.nextLookupAt - c.t);
-        // Early: not due, the destination is not asked.
         c.t = result.nextLookupAt - 1;
         const askedBefore = asked;
-        assert.equal((await recover()).action, 'not-due');
+        assert.deepEqual(await recover(), { outcome: 'not-due', key: 'r-unknown', dueAt: result.nextLookupAt });
         assert.equal(asked, askedBefore);
         c.t = result.nextLookupAt;
       }
-      // The schedule is the core's: replay it through decide-recovery.
-      let probe = claims.newRecord('p', 'fp', 't', 'a', 0);
-      const coreWaits = [];
-      for (;;) {
-        const d = claims.decideRecovery(probe, 'unknown', false, 0);
-        if (d.action !== 'check-later') break;
-        coreWaits.push(d.nextLookupAt);
-        probe = { ...probe, lookups: d.lookups };
-      }
-      assert.deepEqual(waits, coreWaits);
       assert.deepEqual(waits, [60, 120, 240]);
       assert.equal(asked, 4);
-
-      const record = await store.get('r-unknown');
-      assert.equal(record.status, 'needs_reconciliation');
-      assert.equal(record.lookups, 4);
+      const record = await guard.inspect('r-unknown');
+      assert.deepEqual([record.status, record.lookups], ['needs_reconciliation', 4]);
+      assert.deepEqual((await guard.list('needs_reconciliation')).map((r) => r.key), ['r-unknown']);
       c.t += 86_400;
-      assert.equal((await recover()).action, 'not-due');
+      assert.deepEqual(await recover(), { outcome: 'not-in-flight', key: 'r-unknown', status: 'needs_reconciliation' });
       const again = await guard.run(claimOf('r-unknown'), effect);
-      assert.equal(again.outcome, 'in-flight');
-      assert.equal(again.response.status, 409);
+      assert.deepEqual([again.outcome, again.response.status], ['in-flight', 409]);
       assert.equal(await guard.purge(), 0);
       assert.equal(effects, 1, 'the effect ran only in the original attempt');
       assert.deepEqual(await guard.recoverAll({ lookup, readYourWrites: true, effect }), []);
     });
 
-    it('recoverAll asks about every due in_flight record', async (store) => {
+    it('recoverAll recovers every due in-flight record, oldest first', async (store) => {
       const c = clock();
       const guard = createGuard({ store, now: c.now, staleAfterSeconds: 60 });
-      const lost = async () => Promise.reject(new Error('lost'));
-      await assert.rejects(guard.run(claimOf('a-1'), lost));
-      await assert.rejects(guard.run(claimOf('a-2'), lost));
+      await assert.rejects(guard.run(claimOf('a-2'), failing('lost')));
+      await assert.rejects(guard.run(claimOf('a-1'), failing('lost')));
       c.t += 30;
-      await assert.rejects(guard.run(claimOf('a-3'), lost));
+      await assert.rejects(guard.run(claimOf('a-3'), failing('lost')));
       await guard.run(claimOf('a-done'), async () => jsonResponse(200, {}));
       c.t += 30; // a-1 and a-2 are stale, a-3 not yet
+      assert.deepEqual(await guard.due(), ['a-1', 'a-2']);
       const results = await guard.recoverAll({ lookup: async (key) => ({ found: jsonResponse(200, { key }) }) });
-      assert.deepEqual(results.map((r) => [r.key, r.action]).sort(), [
-        ['a-1', 'record-done'],
-        ['a-2', 'record-done'],
+      assert.deepEqual(results.map((r) => [r.key, r.outcome, r.action]), [
+        ['a-1', 'applied', 'record-done'],
+        ['a-2', 'applied', 'record-done'],
       ]);
-      assert.deepEqual((await store.list('in_flight')).map((r) => r.key), ['a-3']);
+      assert.deepEqual((await guard.list('in_flight')).map((r) => r.key), ['a-3']);
     });
 
-    it('store writes are conditional on in_flight', async (store) => {
-      const record = claims.newRecord('c-1', 'fp', 'tenant-1', 'pix.send', T0);
-      assert.equal(await store.insertIfAbsent(record), true);
-      assert.equal(await store.insertIfAbsent({ ...record, fingerprint: 'other' }), false);
-      assert.equal((await store.get('c-1')).fingerprint, 'fp');
-      assert.equal(await store.get('nope'), null);
-      const done = claims.complete(record, jsonResponse(200, { n: 1 }), T0 + 1, 60);
-      assert.equal(await store.complete('c-1', done), true);
-      const other = claims.complete(record, jsonResponse(500, { n: 2 }), T0 + 2, 60);
-      assert.equal(await store.complete('c-1', other), false);
-      assert.deepEqual(await store.get('c-1'), done);
-      assert.equal(await store.applyRecovery('c-1', record, { ...record, lookups: 1, nextLookupAt: T0 + 60 }), false);
-      // A recovery write that read a stale record loses.
-      const r2 = claims.newRecord('c-2', 'fp', 'tenant-1', 'pix.send', T0);
-      await store.insertIfAbsent(r2);
-      const later = { ...r2, lookups: 1, nextLookupAt: T0 + 60 };
-      assert.equal(await store.applyRecovery('c-2', r2, later), true);
-      assert.equal(await store.applyRecovery('c-2', r2, { ...r2, lookups: 1, nextLookupAt: T0 + 61 }), false);
+    it('fast completion: stored like any other', async (store) => {
+      const guard = createGuard({ store, now: clock().now, fastCompletion: true });
+      assert.equal(guard.rules.fastCompletion, true);
+      const r = await guard.run(claimOf('k-fast'), async () => jsonResponse(201, { fast: true }));
+      assert.equal(r.finished, 'stored');
+      assert.equal((await guard.run(claimOf('k-fast'), failing('must not run'))).outcome, 'done');
+    });
+
+    it('the seven store operations: insert once, every later write fenced on the owner token', async (store) => {
+      const guard = createGuard({ store, now: clock().now });
+      const A = 'a'.repeat(32);
+      const B = 'b'.repeat(32);
+      const ok = { status: 200, contentType: 'application/json', headers: [['Location', '/x/1']], body: '{"n":1}' };
+      assert.equal(await store.insert(witRecord('c-1', A, T0)), true);
+      assert.equal(await store.insert(witRecord('c-1', B, T0, { fingerprint: 'other' })), false);
+      assert.deepEqual(await store.get('c-1'), witRecord('c-1', A, T0));
+      assert.equal(await store.get('nope'), undefined);
+      const completion = (token, response = ok) => ({ key: 'c-1', ownerToken: token, response, expiresAt: BigInt(T0 + 60), fast: false });
+      assert.equal(await store.complete(completion(B)), false, 'another token does not complete');
+      assert.equal(await store.complete(completion(A)), true);
+      assert.equal(await store.complete(completion(A, { ...ok, status: 500 })), false, 'done is not completed twice');
+      assert.deepEqual(await store.get('c-1'), witRecord('c-1', A, T0, { status: 'done', response: ok, expiresAt: BigInt(T0 + 60) }));
+      assert.equal(await store.release({ key: 'c-1', ownerToken: A }), false, 'done is not released');
+      // Recovery writes: token and look-up count must match.
+      await store.insert(witRecord('c-2', A, T0));
+      const later = witRecord('c-2', A, T0, { lookups: 1, nextLookupAt: BigInt(T0 + 60) });
+      assert.equal(await store.replace({ expectedToken: B, expectedLookups: 0, record: later }), false);
+      assert.equal(await store.replace({ expectedToken: A, expectedLookups: 1, record: later }), false);
+      assert.equal(await store.replace({ expectedToken: A, expectedLookups: 0, record: later }), true);
+      assert.equal(await store.replace({ expectedToken: A, expectedLookups: 0, record: later }), false, 'a stale read loses');
       assert.deepEqual(await store.get('c-2'), later);
-      assert.deepEqual((await store.list('in_flight')).map((r) => r.key), ['c-2']);
-      assert.deepEqual((await store.list('done')).map((r) => r.key), ['c-1']);
-      // Text round-trips exactly.
-      const odd = claims.newRecord('c-3 ção 🙂', 'fp', 'tenant-ü', 'pix.send', T0);
-      await store.insertIfAbsent(odd);
-      const oddDone = claims.complete(odd, { status: 418, contentType: 'text/plain; charset=utf-8', body: 'chá\n\u2028\\?' }, T0, 60);
-      assert.equal(await store.complete(odd.key, oddDone), true);
-      assert.deepEqual(await store.get(odd.key), oddDone);
+      const taken = witRecord('c-2', B, T0 + 100);
+      assert.equal(await store.replace({ expectedToken: A, expectedLookups: 1, record: taken }), true);
+      assert.deepEqual(await store.get('c-2'), taken);
+      assert.equal(await store.release({ key: 'c-2', ownerToken: A }), false, 'the old owner cannot release');
+      assert.equal(await store.release({ key: 'c-2', ownerToken: B }), true);
+      assert.equal(await store.get('c-2'), undefined);
+      // list: by status, oldest first (created_at, then key), at most limit.
+      for (const [key, at] of [['l-b', T0 + 1], ['l-a', T0 + 1], ['l-c', T0]]) await store.insert(witRecord(key, A, at));
+      assert.deepEqual((await store.list('in-flight', 10)).map((r) => r.key), ['l-c', 'l-a', 'l-b']);
+      assert.deepEqual((await store.list('in-flight', 2)).map((r) => r.key), ['l-c', 'l-a']);
+      assert.deepEqual((await store.list('done', 10)).map((r) => r.key), ['c-1']);
+      // purge: done and expired only.
+      assert.equal(Number(await store.purge(BigInt(T0 + 59))), 0);
+      assert.equal(Number(await store.purge(BigInt(T0 + 60))), 1);
+      assert.equal((await store.list('in-flight', 10)).length, 3);
+      // Text round-trips exactly, headers in order.
+      const odd = witRecord('c-3 ção 🙂', A, T0, { tenantId: 'tenant-ü' });
+      await store.insert(odd);
+      const oddResponse = {
+        status: 418,
+        contentType: 'text/plain; charset=utf-8',
+        headers: [['Location', '/ção'], ['X-Two', '2'], ['X-Two', '3']],
+        body: '\ufeffchá\n\u2028\\?',
+      };
+      assert.equal(await store.complete({ ...completion(A, oddResponse), key: odd.key }), true);
+      assert.deepEqual((await guard.inspect(odd.key)).response, oddResponse);
     });
   });
 }
