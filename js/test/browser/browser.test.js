@@ -12,6 +12,21 @@ import { chromium } from 'playwright-core';
 import { GROUP_TYPES } from '../vector-runner.js';
 import { claims } from '../../src/index.js';
 
+// The record the page decides on (page.js's RECORD; page.js itself only runs in a browser).
+const RECORD = {
+  key: 'k',
+  fingerprint: 'fp',
+  tenantId: 't',
+  actionType: 'a',
+  status: 'in_flight',
+  ownerToken: '07'.repeat(16),
+  response: null,
+  createdAt: 0,
+  expiresAt: null,
+  lookups: 0,
+  nextLookupAt: null,
+};
+
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const vectors = join(repo, 'tests', 'vectors');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -69,8 +84,10 @@ test('every golden vector passes in headless Chromium', async (t) => {
   const page = await browser.newPage();
   const problems = [];
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  const wasmFetched = [];
   page.on('response', (r) => {
     if (r.status() >= 400) problems.push(`HTTP ${r.status()} for ${r.url()}`);
+    if (r.url().endsWith('.wasm')) wasmFetched.push(r.url());
   });
   page.on('console', (m) => {
     if (m.type() === 'error') problems.push(`console error: ${m.text()}`);
@@ -90,12 +107,17 @@ test('every golden vector passes in headless Chromium', async (t) => {
   // Randomness from crypto.getRandomValues: v4 keys, all different.
   for (const key of result.uuids) assert.match(key, /^[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}$/);
   assert.equal(new Set(result.uuids).size, result.uuids.length);
-  // The same claim decisions as in Node.
-  const r = claims.newRecord('k', 'fp', 't', 'a', 0);
+  // The same claim decisions as in Node (the pure component there, the full one here).
+  const r = { ...RECORD };
   assert.deepEqual(result.claims, {
     missing: claims.missingKeyAnswer('Idempotency-Key'),
     inFlight: claims.answerFor(claims.decideExisting(r, 'fp')),
     conflict: claims.answerFor(claims.decideExisting(r, 'other')),
     recovery: claims.decideRecovery(r, 'unknown', false, 0),
+    classes: ['released', 'ambiguous'],
+    rules: claims.defaultRules(),
+    token: '07'.repeat(16),
   });
+  // The page loaded the pure component, not the full one.
+  assert.ok(wasmFetched.length > 0 && wasmFetched.every((url) => url.includes('/js/vendor/pure/')), JSON.stringify(wasmFetched));
 });

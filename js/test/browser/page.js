@@ -5,6 +5,21 @@ import { GROUP_TYPES, parseVectorFile, runVectors } from '../vector-runner.js';
 
 const out = document.getElementById('out');
 
+/** An in-flight record (the same one browser.test.js decides on in Node). */
+export const RECORD = {
+  key: 'k',
+  fingerprint: 'fp',
+  tenantId: 't',
+  actionType: 'a',
+  status: 'in_flight',
+  ownerToken: '07'.repeat(16),
+  response: null,
+  createdAt: 0,
+  expiresAt: null,
+  lookups: 0,
+  nextLookupAt: null,
+};
+
 async function main() {
   const names = await (await fetch('/__vectors')).json();
   const files = [];
@@ -25,12 +40,15 @@ async function main() {
     // The claim decisions run in the browser too: a few, compared in browser.test.js.
     claims: (() => {
       const c = intentkey.claims;
-      const r = c.newRecord('k', 'fp', 't', 'a', 0);
+      const r = RECORD;
       return {
         missing: c.missingKeyAnswer('Idempotency-Key'),
         inFlight: c.answerFor(c.decideExisting(r, 'fp')),
         conflict: c.answerFor(c.decideExisting(r, 'other')),
         recovery: c.decideRecovery(r, 'unknown', false, 0),
+        classes: [c.classify({ answered: { status: 429, contentType: '', body: '' } }), c.classify('failed')],
+        rules: c.defaultRules(),
+        token: c.ownerToken(new Uint8Array(16).fill(7)),
       };
     })(),
   };

@@ -403,9 +403,11 @@ export function storeSuite(label, backend) {
 
     it('recovery, absent from a read-your-writes destination: two recoverers at once, one re-execution, same key', async (store) => {
       const c = clock();
-      const guard = createGuard({ store, now: c.now, staleAfterSeconds: 0 });
+      // (A stale-after of 0 would make the winner's fresh take-over due at once, so
+      // the other could take it over again: the clock stays put, the record ages 61 s.)
+      const guard = createGuard({ store, now: c.now, staleAfterSeconds: 60 });
       await assert.rejects(guard.run(claimOf('r-absent'), failing('crashed')));
-      c.t += 5;
+      c.t += 61;
       const { effect, calls } = countingEffect(jsonResponse(201, { id: 'pay_again' }));
       const request = { key: 'r-absent', lookup: async () => 'absent', readYourWrites: true, effect };
       const results = await Promise.all([guard.recover(request), guard.recover(request)]);
