@@ -7,12 +7,15 @@
 // 1. dataView(memory): the generated one reads `memory.buffer` (a slow host
 //    getter) on every field access. Growing a WebAssembly memory detaches its old
 //    buffer (byteLength 0), so checking the cached buffer's byteLength is enough.
-// 2. utf8Encode: short ASCII strings (keys, tokens, tenants, media types) are
-//    written straight into guest memory instead of TextEncoder.encode + copy;
-//    anything else goes the original way.
-// 3. utf8 decode of guest strings: short ASCII strings are read with
-//    String.fromCharCode instead of a fresh Uint8Array view + TextDecoder;
-//    anything else goes the original way.
+// 2. utf8Encode: an ASCII string (keys, tokens, tenants, media types, most JSON
+//    bodies) is written straight into guest memory, in one pass (a JS loop for
+//    short ones, TextEncoder.encodeInto for longer ones), instead of
+//    TextEncoder.encode into a fresh array and a copy. Anything else is encoded
+//    as generated, its allocation grown (cabi_realloc) to the exact UTF-8 length.
+// 3. utf8 decode of guest strings: in Node, Buffer's utf8Slice over the cached
+//    memory view instead of a fresh Uint8Array view and TextDecoder (the same
+//    decoding, except that a leading U+FEFF is kept, as it must be: TextDecoder
+//    strips it); elsewhere TextDecoder as generated.
 // bench/GUARD.md gives what each saves.
 
 const SHORT = 64;
@@ -59,26 +62,33 @@ const rewrites = [
     new Uint8Array(memory.buffer).set(buf, ptr);
     utf8EncodedLen = buf.length;
     return ptr;`,
-    to: `    const n = s.length;
+    to: `    // Patched (scripts/glue.mjs): ASCII goes straight into guest memory, one pass.
+    const n = s.length;
+    let ptr = realloc(0, 0, 1, n);
+    if (dvBuffer.byteLength === 0) memoryView(memory);
     if (n <= ${SHORT}) {
-      let ascii = true;
-      for (let i = 0; i < n; i++) {
-        if (s.charCodeAt(i) >= 0x80) {
-          ascii = false;
-          break;
-        }
+      const bytes = u8;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        bytes[ptr + i] = c;
       }
-      if (ascii) {
-        const ptr = realloc(0, 0, 1, n);
-        if (dvBuffer.byteLength === 0) memoryView(memory);
-        const bytes = u8;
-        for (let i = 0; i < n; i++) bytes[ptr + i] = s.charCodeAt(i);
+      if (i === n) {
+        utf8EncodedLen = n;
+        return ptr;
+      }
+    } else {
+      const { read, written } = utf8Encoder.encodeInto(s, u8.subarray(ptr, ptr + n));
+      if (read === n && written === n) {
         utf8EncodedLen = n;
         return ptr;
       }
     }
+    // Not ASCII: the whole string as the generated glue encodes it, the allocation
+    // grown to its UTF-8 length (longer than n).
     let buf = utf8Encoder.encode(s);
-    let ptr = realloc(0, 0, 1, buf.length);
+    ptr = realloc(ptr, n, 1, buf.length);
     new Uint8Array(memory.buffer).set(buf, ptr);
     utf8EncodedLen = buf.length;
     return ptr;`,

@@ -233,7 +233,7 @@ describe('the imports serve only what is active', () => {
 
   test('bodies cross the boundary byte for byte (a leading BOM, non-ASCII, long text)', async () => {
     const guard = createGuard({ store: memoryStore() });
-    for (const body of ['\ufeff{"a":1}', 'ção 🙂 \u2028', 'x'.repeat(10_000), '']) {
+    for (const body of ['\ufeff{"a":1}', 'ção 🙂 \u2028', 'x'.repeat(10_000), `${'x'.repeat(100)}ç`, 'ç🙂'.repeat(3000), '']) {
       const key = `b-${body.length}-${body.charCodeAt(0)}`;
       const answer = { status: 200, contentType: 'text/plain; charset=utf-8', headers: [], body };
       await guard.run(claimOf(key), async () => answer);
