@@ -131,7 +131,7 @@ async function runEffect(effect, key) {
 
 /** A store failure reported by an asynchronous store, as the core would report it. */
 function storeFailure(e) {
-  if (e instanceof IntentkeyError || e instanceof TypeError) return e;
+  if (e instanceof IntentkeyError) return e;
   const p = e !== null && typeof e === 'object' ? e.payload : undefined;
   if (p !== null && typeof p === 'object' && (p.tag === 'unavailable' || p.tag === 'failed') && typeof p.val === 'string') {
     return new IntentkeyError(p.tag === 'unavailable' ? 'store-unavailable' : 'store-failed', p.val, undefined, { cause: e });
