@@ -112,8 +112,8 @@ test('CLI output is byte-identical to the Rust tool', (t) => {
   const rust = rustBinary();
   if (!rust) {
     // Under CI the comparison must run: a missing binary is a failure, not a skip.
-    assert.notEqual(process.env.CI, 'true', 'CI=true but the Rust tool is not built (cargo build -p intentkey-host)');
-    t.skip('the Rust tool is not built (cargo build -p intentkey-host)');
+    assert.notEqual(process.env.CI, 'true', 'CI=true but the Rust tool is not built (cargo build -p intentkey-cli)');
+    t.skip('the Rust tool is not built (cargo build -p intentkey-cli)');
     return;
   }
   const inputs = {
