@@ -146,7 +146,7 @@ test('PostgreSQL shared by the Rust tool and the npm package, migrated by either
     assert.deepEqual(a.versions, [1, 2]);
     assert.ok(a.columns.some((c) => c.column_name === 'owner_token'), 'version 2 adds the owner token');
     assert.ok(a.constraints.some((c) => c.def.includes('needs_reconciliation')), 'the status check is there');
-    assert.equal(a.indexes.length, 3);
+    assert.equal(a.indexes.length, 4, "two primary keys, the expiry and the status index");
     assert.deepEqual(a, b);
   } finally {
     await jsOnRust?.close();
