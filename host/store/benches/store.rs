@@ -1,118 +1,605 @@
-//! Claim + complete throughput and latency on SQLite and PostgreSQL, against
-//! the floor: a bare `INSERT … ON CONFLICT DO NOTHING` on the same connection.
+//! A guarded intent against the statements it cannot do without, on SQLite
+//! and PostgreSQL.
 //!
-//! `cargo bench -p intentkey-store --bench store` (PostgreSQL at 127.0.0.1:5432,
-//! database `test`; its part is skipped with a message when unreachable).
-//! Prints p50/p99 per operation and the ratio to the floor.
+//! `cargo bench -p intentkey-store --bench store` (PostgreSQL at
+//! 127.0.0.1:5432, database `test`; its part is skipped with a message when
+//! the server is unreachable).
+//!
+//! Per intent, one at a time:
+//! - (a) the two-commit floor: a bare `INSERT … ON CONFLICT DO NOTHING` and a
+//!   bare `UPDATE … WHERE key = …`, each its own commit, prepared once, on one
+//!   connection, into a table with the store's own DDL (`floor_records`);
+//! - (b) `Guard::claim` + `Guard::finish` (durable completion);
+//! - (c) one bare INSERT (the one-commit floor);
+//! - (d) `Guard::claim` + `Guard::finish` with `fast_completion` (the
+//!   completion's commit does not wait for the disk);
+//! - (e) the floor of (d)'s design: the bare INSERT, then the bare UPDATE on
+//!   a second connection whose commits do not wait for the disk, as the
+//!   store's fast completions do.
+//!
+//! SQLite runs on a temporary file with the store's settings (WAL,
+//! `synchronous = FULL`; the fast connection `synchronous = NORMAL`); the
+//! floor uses the same file on connections of its own. PostgreSQL runs in a
+//! schema of its own (the fast connection sets `synchronous_commit = off`).
+//!
+//! - (f) SQLite only: the bare INSERT, then the bare UPDATE on the same
+//!   connection with `synchronous` switched to NORMAL for it (what the fast
+//!   completion would cost without a second connection).
+//!
+//! Criterion measures each case. Then (under `cargo bench`, unless
+//! `IK_BENCH_ROUNDS=0`) the cases run interleaved: `IK_BENCH_ROUNDS` rounds
+//! (120 by default), each running a block of 26 intents of every case in a
+//! rotating order, so that the shared machine's drift hits all cases alike
+//! while each block behaves like a process doing only that case; the medians,
+//! the (b)/(a) and (d)/(c) ratios and each statement's time are printed. The
+//! `overhead` group times the guard's own CPU work with no I/O.
 
 #![allow(
     missing_docs,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::print_stdout
+    clippy::print_stdout,
+    clippy::panic
 )]
 
-use std::time::Instant;
+use std::cell::Cell;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-use intentkey::claim::Response;
-use intentkey_store::guard::{Attempt, Guard};
-use intentkey_store::open;
+use criterion::Criterion;
+use intentkey::claim::schema::migrations;
+use intentkey::claim::{EffectResult, Response, Rules};
+use intentkey_store::guard::{new_owner_token, Attempt, Guard};
+use intentkey_store::{open, Store};
 
-const N: usize = 3000;
+const PG_BASE: &str = "postgres://postgres@127.0.0.1:5432/test";
+const NOW: i64 = 1_700_000_000;
 
-fn percentiles(mut ns: Vec<u128>) -> (f64, f64, f64) {
-    ns.sort_unstable();
-    let total: u128 = ns.iter().sum();
-    let p = |q: f64| ns[((ns.len() as f64 - 1.0) * q) as usize] as f64 / 1000.0;
-    (p(0.5), p(0.99), N as f64 / (total as f64 / 1e9))
+/// The store's DDL for a table of the floor's own.
+fn floor_ddl() -> Vec<String> {
+    migrations()
+        .iter()
+        .flat_map(|m| m.statements.clone())
+        .map(|s| s.replace("intentkey_records", "floor_records"))
+        .collect()
 }
 
-fn measure(mut op: impl FnMut(usize)) -> (f64, f64, f64) {
-    for i in 0..200 {
-        op(1_000_000 + i); // warm up
+/// The columns the store's claim inserts.
+const FLOOR_INSERT_SQLITE: &str = "INSERT INTO floor_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
+     VALUES (?1, 'fp', 't', 'a', 'in_flight', ?2, ?3, 0) ON CONFLICT (key) DO NOTHING";
+/// The columns the store's completion writes, by key alone.
+const FLOOR_UPDATE_SQLITE: &str =
+    "UPDATE floor_records SET status = 'done', response_status = 201, \
+     response_content_type = 'application/json', response_headers = NULL, response_body = '{}', \
+     expires_at = ?2, next_lookup_at = NULL WHERE key = ?1";
+const FLOOR_INSERT_PG: &str = "INSERT INTO floor_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
+     VALUES ($1, 'fp', 't', 'a', 'in_flight', $2, $3, 0) ON CONFLICT (key) DO NOTHING";
+const FLOOR_UPDATE_PG: &str = "UPDATE floor_records SET status = 'done', response_status = 201, \
+     response_content_type = 'application/json', response_headers = NULL, response_body = '{}', \
+     expires_at = $2, next_lookup_at = NULL WHERE key = $1";
+
+/// A fixed token for the floor rows (the floor makes no randomness).
+const FLOOR_TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+/// The floor's statements: prepared once, on a connection of their own
+/// with the store's durability, plus a second connection whose commits do
+/// not wait for the disk (as the store's fast completions).
+trait Floor {
+    /// A bare insert, one (durable) commit.
+    fn insert(&mut self, key: &str);
+    /// A bare update by key, one durable commit.
+    fn update(&mut self, key: &str);
+    /// The same update on the non-durable connection.
+    fn update_fast(&mut self, key: &str);
+    /// The cheapest statement: one round trip, no write.
+    fn round_trip(&mut self);
+    /// The update on the durable connection with its commit made
+    /// non-durable for that one statement (SQLite: `synchronous` switched to
+    /// NORMAL around it); `false` where the floor has no such variant.
+    fn update_switched(&mut self, _key: &str) -> bool {
+        false
     }
-    let mut times = Vec::with_capacity(N);
-    for i in 0..N {
-        let start = Instant::now();
-        op(i);
-        times.push(start.elapsed().as_nanos());
+
+    /// (a): insert, then update, two durable commits.
+    fn two_commits(&mut self, key: &str) {
+        self.insert(key);
+        self.update(key);
     }
-    percentiles(times)
 }
 
-fn report(what: &str, floor: (f64, f64, f64), ours: (f64, f64, f64)) {
-    println!(
-        "| {what} | {:.0} µs / {:.0} µs ({:.0}/s) | {:.0} µs / {:.0} µs ({:.0}/s) | {:.2}× |",
-        floor.0,
-        floor.1,
-        floor.2,
-        ours.0,
-        ours.1,
-        ours.2,
-        ours.0 / floor.0
-    );
+struct SqliteFloor {
+    conn: rusqlite::Connection,
+    fast: rusqlite::Connection,
 }
 
-fn run(what: &str, url: &str, bare: &mut dyn FnMut(usize)) {
-    let store = open(url).unwrap();
-    let guard = Guard::new(store.as_ref());
-    let tag = std::process::id();
-    let floor = measure(bare);
-    let ours = measure(|i| {
-        let attempt = Attempt {
-            key: format!("bench-{tag}-{i}"),
-            fingerprint: "fp".into(),
-            tenant_id: "t".into(),
-            action_type: "a".into(),
-        };
-        guard
-            .run(&attempt, 1_700_000_000, |_| Response::json(201, "{}"))
+impl Floor for SqliteFloor {
+    fn insert(&mut self, key: &str) {
+        let mut insert = self.conn.prepare_cached(FLOOR_INSERT_SQLITE).unwrap();
+        let n = insert
+            .execute(rusqlite::params![key, FLOOR_TOKEN, NOW])
             .unwrap();
-    });
-    report(what, floor, ours);
+        assert_eq!(n, 1);
+    }
+    fn update(&mut self, key: &str) {
+        let mut update = self.conn.prepare_cached(FLOOR_UPDATE_SQLITE).unwrap();
+        let n = update
+            .execute(rusqlite::params![key, NOW + 86_400])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    fn update_fast(&mut self, key: &str) {
+        let mut update = self.fast.prepare_cached(FLOOR_UPDATE_SQLITE).unwrap();
+        let n = update
+            .execute(rusqlite::params![key, NOW + 86_400])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    fn round_trip(&mut self) {
+        let mut select = self.conn.prepare_cached("SELECT 1").unwrap();
+        let one: i64 = select.query_row([], |r| r.get(0)).unwrap();
+        assert_eq!(one, 1);
+    }
+    fn update_switched(&mut self, key: &str) -> bool {
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .unwrap();
+        self.update(key);
+        self.conn
+            .pragma_update(None, "synchronous", "FULL")
+            .unwrap();
+        true
+    }
 }
 
-fn main() {
-    println!("| store | bare INSERT … ON CONFLICT DO NOTHING: p50 / p99 (throughput) | claim + complete: p50 / p99 (throughput) | p50 ratio |");
-    println!("|---|---|---|---|");
-    // SQLite: the same file and settings (WAL, synchronous = FULL).
-    let path = std::env::temp_dir().join(format!("ik-bench-{}.sqlite", std::process::id()));
-    let url = format!("sqlite:{}", path.display());
-    open(&url).unwrap();
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-    conn.pragma_update(None, "synchronous", "FULL").unwrap();
-    conn.execute_batch("CREATE TABLE floor (key TEXT PRIMARY KEY, v TEXT)")
-        .unwrap();
-    let tag = std::process::id();
-    run("SQLite (WAL, synchronous=FULL)", &url, &mut |i| {
-        conn.execute(
-            "INSERT INTO floor (key, v) VALUES (?1, 'x') ON CONFLICT (key) DO NOTHING",
-            [format!("f-{tag}-{i}")],
+struct PgFloor {
+    client: postgres::Client,
+    fast: postgres::Client,
+    insert: postgres::Statement,
+    update: postgres::Statement,
+    update_fast: postgres::Statement,
+    select: postgres::Statement,
+}
+
+impl Floor for PgFloor {
+    fn insert(&mut self, key: &str) {
+        let n = self
+            .client
+            .execute(&self.insert, &[&key, &FLOOR_TOKEN, &NOW])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    fn update(&mut self, key: &str) {
+        let n = self
+            .client
+            .execute(&self.update, &[&key, &(NOW + 86_400)])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    fn update_fast(&mut self, key: &str) {
+        let n = self
+            .fast
+            .execute(&self.update_fast, &[&key, &(NOW + 86_400)])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    fn round_trip(&mut self) {
+        let one: i32 = self.client.query_one(&self.select, &[]).unwrap().get(0);
+        assert_eq!(one, 1);
+    }
+}
+
+fn bench_attempt(key: &str) -> Attempt {
+    Attempt {
+        key: key.to_owned(),
+        fingerprint: "fp".into(),
+        tenant_id: "t".into(),
+        action_type: "a".into(),
+    }
+}
+
+/// `Guard::claim`; the owner token.
+fn claim(guard: &Guard<'_>, key: &str) -> String {
+    let claimed = guard.claim(&bench_attempt(key), NOW).unwrap();
+    debug_assert_eq!(claimed.outcome.as_str(), "owned");
+    claimed.owner_token
+}
+
+/// `Guard::finish` with the effect's answer.
+fn finish(guard: &Guard<'_>, key: &str, token: &str) {
+    let finished = guard
+        .finish(
+            key,
+            token,
+            EffectResult::Answered(Response::json(201, "{}")),
+            NOW,
         )
         .unwrap();
+    debug_assert_eq!(finished.as_str(), "stored");
+}
+
+/// One guarded intent: claim, the effect's answer, finish.
+fn guarded(guard: &Guard<'_>, key: &str) {
+    let token = claim(guard, key);
+    finish(guard, key, &token);
+}
+
+fn fast_rules() -> Rules {
+    Rules {
+        fast_completion: true,
+        ..Rules::default()
+    }
+}
+
+/// Unique keys, per run and per case.
+struct Keys {
+    tag: String,
+    next: Cell<u64>,
+}
+
+impl Keys {
+    fn new(tag: &str) -> Keys {
+        Keys {
+            tag: format!("{tag}-{}", std::process::id()),
+            next: Cell::new(0),
+        }
+    }
+    fn next(&self) -> String {
+        let n = self.next.get();
+        self.next.set(n + 1);
+        format!("{}-{n}", self.tag)
+    }
+}
+
+/// One store under test: its floor connection and its guards.
+struct Subject<'s> {
+    name: &'static str,
+    floor: Box<dyn Floor + 's>,
+    store: &'s dyn Store,
+}
+
+fn bench_subject(c: &mut Criterion, subject: &mut Subject<'_>) {
+    let durable = Guard::new(subject.store);
+    let fast = Guard::new(subject.store).with_rules(fast_rules());
+    let mut group = c.benchmark_group(subject.name);
+    let keys = Keys::new("a");
+    group.bench_function("(a) floor: bare INSERT + bare UPDATE, two commits", |b| {
+        b.iter(|| subject.floor.two_commits(&keys.next()))
     });
-    drop(conn);
+    let keys = Keys::new("b");
+    group.bench_function("(b) Guard claim + finish (durable)", |b| {
+        b.iter(|| guarded(&durable, &keys.next()))
+    });
+    let keys = Keys::new("c");
+    group.bench_function("(c) floor: one bare INSERT, one commit", |b| {
+        b.iter(|| subject.floor.insert(&keys.next()))
+    });
+    let keys = Keys::new("d");
+    group.bench_function("(d) Guard claim + finish (fast_completion)", |b| {
+        b.iter(|| guarded(&fast, &keys.next()))
+    });
+    let keys = Keys::new("e");
+    group.bench_function(
+        "(e) floor: bare INSERT + bare UPDATE on a non-durable connection",
+        |b| {
+            b.iter(|| {
+                let key = keys.next();
+                subject.floor.insert(&key);
+                subject.floor.update_fast(&key);
+            })
+        },
+    );
+    let probe = keys.next();
+    subject.floor.insert(&probe);
+    if subject.floor.update_switched(&probe) {
+        let keys = Keys::new("f");
+        group.bench_function(
+            "(f) floor: bare INSERT + bare UPDATE, same connection, synchronous=NORMAL for the UPDATE",
+            |b| {
+                b.iter(|| {
+                    let key = keys.next();
+                    subject.floor.insert(&key);
+                    subject.floor.update_switched(&key);
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+/// The guard's own work with no I/O: an owner token, and claim + finish on the memory store.
+fn bench_overhead(c: &mut Criterion) {
+    let memory = open("memory:").unwrap();
+    let guard = Guard::new(memory.as_ref());
+    let mut group = c.benchmark_group("overhead");
+    group.bench_function("new_owner_token (getrandom)", |b| {
+        b.iter(|| black_box(new_owner_token().unwrap()))
+    });
+    let keys = Keys::new("m");
+    group.bench_function("Guard claim + finish on the memory store", |b| {
+        b.iter(|| guarded(&guard, &keys.next()))
+    });
+    group.finish();
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Times `f` in µs.
+fn timed(f: impl FnOnce()) -> f64 {
+    let start = Instant::now();
+    f();
+    start.elapsed().as_secs_f64() * 1e6
+}
+
+/// Per-statement times of every case, interleaved.
+#[derive(Default)]
+struct Samples {
+    parts: std::collections::BTreeMap<&'static str, Vec<f64>>,
+}
+
+impl Samples {
+    fn push(&mut self, part: &'static str, us: f64) {
+        self.parts.entry(part).or_default().push(us);
+    }
+    fn median(&self, part: &str) -> f64 {
+        median(self.parts[part].clone())
+    }
+    /// The median, or a dash where the floor has no such case.
+    fn cell(&self, part: &str) -> String {
+        self.parts
+            .get(part)
+            .map_or_else(|| "—".to_owned(), |v| format!("{:.0}", median(v.clone())))
+    }
+}
+
+/// Intents per block: a case runs this many intents in a row, as a process
+/// that does only that would (its connections' page caches stay warm).
+const BLOCK: usize = 26;
+
+/// Runs every case for `rounds` blocks of [`BLOCK`] intents, the cases'
+/// order rotating from round to round so that the machine's drift hits all
+/// alike; records each statement's time and each intent's total, leaving
+/// out the first intent of each block (it follows another case's writes).
+fn interleaved(subject: &mut Subject<'_>, rounds: usize) -> Samples {
+    let durable = Guard::new(subject.store);
+    let fast = Guard::new(subject.store).with_rules(fast_rules());
+    let keys = Keys::new("i");
+    let floor = &mut subject.floor;
+    let mut samples = Samples::default();
+    let mut warm_up = Samples::default();
+    for round in 0..rounds {
+        for (case, n) in (0..7).flat_map(|case| (0..BLOCK).map(move |n| (case, n))) {
+            let samples = if n == 0 { &mut warm_up } else { &mut samples };
+            let k = keys.next();
+            match (case + round) % 7 {
+                0 => {
+                    let i = timed(|| floor.insert(&k));
+                    let u = timed(|| floor.update(&k));
+                    samples.push("a", i + u);
+                    samples.push("floor insert", i);
+                    samples.push("floor update", u);
+                }
+                1 => {
+                    let mut token = String::new();
+                    let c = timed(|| token = claim(&durable, &k));
+                    let f = timed(|| finish(&durable, &k, &token));
+                    samples.push("b", c + f);
+                    samples.push("guard claim", c);
+                    samples.push("guard finish", f);
+                }
+                2 => samples.push("c", timed(|| floor.insert(&k))),
+                3 => {
+                    let mut token = String::new();
+                    let c = timed(|| token = claim(&fast, &k));
+                    let f = timed(|| finish(&fast, &k, &token));
+                    samples.push("d", c + f);
+                    samples.push("guard claim", c);
+                    samples.push("guard finish fast", f);
+                }
+                4 => {
+                    let i = timed(|| floor.insert(&k));
+                    let u = timed(|| floor.update_fast(&k));
+                    samples.push("e", i + u);
+                    samples.push("floor insert", i);
+                    samples.push("floor update fast", u);
+                }
+                5 => samples.push("round trip", timed(|| floor.round_trip())),
+                _ => {
+                    let i = timed(|| floor.insert(&k));
+                    let mut switched = false;
+                    let u = timed(|| switched = floor.update_switched(&k));
+                    if switched {
+                        samples.push("f", i + u);
+                        samples.push("floor update switched", u);
+                    }
+                }
+            }
+        }
+    }
+    samples
+}
+
+fn print_interleaved(subjects: &mut [Subject<'_>], rounds: usize) {
+    let results: Vec<(&str, Samples)> = subjects
+        .iter_mut()
+        .map(|s| (s.name, interleaved(s, rounds)))
+        .collect();
+    println!();
+    println!(
+        "Interleaved: {rounds} rounds of every case, {} intents per case, medians (µs):",
+        rounds * (BLOCK - 1)
+    );
+    println!();
+    println!(
+        "| store | (a) floor: INSERT + UPDATE | (b) Guard claim + finish | (b)/(a) | (c) floor: one INSERT \
+         | (d) Guard, fast completion | (d)/(c) | (e) floor: INSERT + UPDATE on a non-durable connection | (d)/(e) \
+         | (f) floor: INSERT + UPDATE, synchronous switched | (f)/(c) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (name, s) in &results {
+        let (a, b, c, d, e) = (
+            s.median("a"),
+            s.median("b"),
+            s.median("c"),
+            s.median("d"),
+            s.median("e"),
+        );
+        let f = s.parts.get("f").map_or_else(
+            || "—".to_owned(),
+            |v| format!("{:.2}", median(v.clone()) / c),
+        );
+        println!(
+            "| {name} | {a:.0} | {b:.0} | **{:.2}** | {c:.0} | {d:.0} | **{:.2}** | {e:.0} | {:.2} | {} | {f} |",
+            b / a,
+            d / c,
+            d / e,
+            s.cell("f"),
+        );
+    }
+    println!();
+    println!("Per statement, medians (µs):");
+    println!();
+    println!(
+        "| store | round trip (SELECT 1) | floor INSERT | Guard claim | floor UPDATE (durable) \
+         | Guard finish (durable) | floor UPDATE (non-durable connection) | Guard finish (fast) \
+         | floor UPDATE (synchronous switched) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (name, s) in &results {
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            s.cell("round trip"),
+            s.cell("floor insert"),
+            s.cell("guard claim"),
+            s.cell("floor update"),
+            s.cell("guard finish"),
+            s.cell("floor update fast"),
+            s.cell("guard finish fast"),
+            s.cell("floor update switched"),
+        );
+    }
+}
+
+fn sqlite_path() -> PathBuf {
+    std::env::temp_dir().join(format!("ik-bench-{}.sqlite", std::process::id()))
+}
+
+fn remove_sqlite(path: &std::path::Path) {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
-    // PostgreSQL: a schema of its own.
-    let base = "postgres://postgres@127.0.0.1:5432/test";
-    match postgres::Client::connect(base, postgres::NoTls) {
-        Ok(mut client) => {
-            let schema = format!("ik_bench_{tag}");
-            client.batch_execute(&format!("CREATE SCHEMA {schema}; SET search_path = {schema}; CREATE TABLE floor (key TEXT PRIMARY KEY, v TEXT)")).unwrap();
-            let url = format!("{base}?options=-csearch_path%3D{schema}");
-            let stmt = client
-                .prepare("INSERT INTO floor (key, v) VALUES ($1, 'x') ON CONFLICT (key) DO NOTHING")
-                .unwrap();
-            run("PostgreSQL 15 (loopback)", &url, &mut |i| {
-                client.execute(&stmt, &[&format!("f-{tag}-{i}")]).unwrap();
-            });
-            client
-                .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-                .unwrap();
+}
+
+/// The SQLite subject: the store's file, and a floor connection with the store's settings.
+fn sqlite_subject<'s>(store: &'s dyn Store, path: &std::path::Path) -> Subject<'s> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(30)).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "FULL").unwrap();
+    for statement in floor_ddl() {
+        conn.execute_batch(&statement).unwrap();
+    }
+    // The fast completions' settings: WAL commits that do not wait for the disk.
+    let fast = rusqlite::Connection::open(path).unwrap();
+    fast.busy_timeout(Duration::from_secs(30)).unwrap();
+    fast.pragma_update(None, "journal_mode", "WAL").unwrap();
+    fast.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    Subject {
+        name: "SQLite (WAL, synchronous=FULL)",
+        floor: Box::new(SqliteFloor { conn, fast }),
+        store,
+    }
+}
+
+/// The PostgreSQL schema of this run, its URL and a floor client; `None` when unreachable.
+fn pg_setup() -> Option<(String, String, PgFloor)> {
+    let mut client = match postgres::Client::connect(PG_BASE, postgres::NoTls) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("SKIPPED: PostgreSQL benchmarks: not reachable at {PG_BASE} ({e})");
+            return None;
         }
-        Err(e) => println!("PostgreSQL skipped: not reachable at {base} ({e})"),
+    };
+    let schema = format!("ik_bench_{}", std::process::id());
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; SET search_path = {schema}"
+        ))
+        .unwrap();
+    for statement in floor_ddl() {
+        client.batch_execute(&statement).unwrap();
+    }
+    let insert = client.prepare(FLOOR_INSERT_PG).unwrap();
+    let update = client.prepare(FLOOR_UPDATE_PG).unwrap();
+    let select = client.prepare("SELECT 1").unwrap();
+    let url = format!("{PG_BASE}?options=-csearch_path%3D{schema}");
+    // The fast completions' settings: commits that do not wait for the WAL flush.
+    let mut fast = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    fast.batch_execute("SET synchronous_commit = off").unwrap();
+    let update_fast = fast.prepare(FLOOR_UPDATE_PG).unwrap();
+    Some((
+        schema,
+        url,
+        PgFloor {
+            client,
+            fast,
+            insert,
+            update,
+            update_fast,
+            select,
+        },
+    ))
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(6))
+        .without_plots()
+        .configure_from_args();
+    // Outside `cargo bench` (e.g. `cargo test --benches`) criterion runs each case once.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let rounds: usize = std::env::var("IK_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(120);
+
+    let path = sqlite_path();
+    let sqlite = open(&format!("sqlite:{}", path.display())).unwrap();
+    let (pg_schema, pg_store, pg_floor) = match pg_setup() {
+        Some((schema, url, floor)) => (Some(schema), Some(open(&url).unwrap()), Some(floor)),
+        None => (None, None, None),
+    };
+    {
+        let mut subjects = vec![sqlite_subject(sqlite.as_ref(), &path)];
+        if let (Some(store), Some(floor)) = (pg_store.as_ref(), pg_floor) {
+            subjects.push(Subject {
+                name: "PostgreSQL 15 (loopback)",
+                floor: Box::new(floor),
+                store: store.as_ref(),
+            });
+        }
+        for subject in &mut subjects {
+            bench_subject(&mut c, subject);
+        }
+        bench_overhead(&mut c);
+        c.final_summary();
+
+        if benching && rounds > 0 {
+            print_interleaved(&mut subjects, rounds);
+        }
+    }
+
+    drop(sqlite);
+    remove_sqlite(&path);
+    drop(pg_store);
+    if let Some(schema) = pg_schema {
+        if let Ok(mut client) = postgres::Client::connect(PG_BASE, postgres::NoTls) {
+            let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+        }
     }
 }

@@ -2,90 +2,30 @@
 //! outcomes, races (threads and processes), crash faults, and recovery.
 //!
 //! PostgreSQL tests use 127.0.0.1:5432 (trust auth, database `test`), each in
-//! a schema of its own. Without a server they fail under `CI=true` and skip
-//! with a message otherwise.
+//! a schema of its own. Without a server they fail under `CI=true` and print
+//! `SKIPPED: <test>: …` otherwise.
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)]
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
-use intentkey::claim::{ClaimOutcome, Lookup, Record, RecoveryAction, Response, Status};
-use intentkey_store::guard::{Attempt, Gateway, Guard};
-use intentkey_store::{claim, open, Store};
+use intentkey::claim::{
+    ClaimOutcome, EffectResult, Finished, Lookup, Recovered, RecoveryAction, Response, Status,
+};
+use intentkey_store::guard::{Gateway, Guard};
+use intentkey_store::{open, Store};
 
-const PG_BASE: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-/// A PostgreSQL schema of this test's own, dropped at the end.
-struct PgSchema {
-    name: String,
-}
-
-impl PgSchema {
-    fn new(tag: &str) -> Option<PgSchema> {
-        let mut client = match postgres::Client::connect(PG_BASE, postgres::NoTls) {
-            Ok(c) => c,
-            Err(e) => {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "CI=true and PostgreSQL is not reachable at {PG_BASE}: {e}"
-                );
-                eprintln!("SKIPPED: PostgreSQL is not reachable at {PG_BASE} ({e}); these tests need it (they fail under CI=true)");
-                return None;
-            }
-        };
-        let name = format!("ik_rs_{tag}_{}_{}", std::process::id(), rand_u32());
-        client
-            .batch_execute(&format!("CREATE SCHEMA {name}"))
-            .unwrap();
-        Some(PgSchema { name })
-    }
-
-    fn url(&self) -> String {
-        format!("{PG_BASE}?options=-csearch_path%3D{}", self.name)
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(PG_BASE, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
-        }
-    }
-}
-
-fn rand_u32() -> u32 {
-    let mut b = [0u8; 4];
-    getrandom::fill(&mut b).unwrap();
-    u32::from_le_bytes(b)
-}
-
-fn temp_sqlite(tag: &str) -> (String, PathBuf) {
-    let path = std::env::temp_dir().join(format!(
-        "ik-{tag}-{}-{}.sqlite",
-        std::process::id(),
-        rand_u32()
-    ));
-    (format!("sqlite:{}", path.display()), path)
-}
-
-fn remove_sqlite(path: &Path) {
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-}
-
-fn attempt(key: &str, fingerprint: &str) -> Attempt {
-    Attempt {
-        key: key.into(),
-        fingerprint: fingerprint.into(),
-        tenant_id: "t1".into(),
-        action_type: "pix.send".into(),
-    }
-}
+use common::{
+    attempt, open_effects, rand_u32, record_effect, spawn_child, temp_path, EffectsFile, PgSchema,
+    TempSqlite,
+};
 
 /// A fake destination: counts effects per key, answers look-ups.
 #[derive(Default)]
@@ -130,8 +70,8 @@ fn outcomes(store: &dyn Store) {
         .run(&attempt("k-a", "fp-a"), now, |k| dest.pay(k))
         .unwrap();
     assert_eq!(
-        (a.outcome.as_str(), a.status, a.replayed),
-        ("owned", 201, false)
+        (a.outcome.as_str(), a.finished, a.status, a.replayed),
+        ("owned", Some(Finished::Stored), 201, false)
     );
     // Repeat after completion: the stored response, replayed.
     let again = guard
@@ -140,11 +80,12 @@ fn outcomes(store: &dyn Store) {
     assert_eq!(
         (
             again.outcome.as_str(),
+            again.finished,
             again.status,
             again.replayed,
             again.body.as_str()
         ),
-        ("done", 201, true, a.body.as_str())
+        ("done", None, 201, true, a.body.as_str())
     );
     assert_eq!(dest.effects("k-a"), 1);
     // Same key, other payload: 422.
@@ -157,8 +98,9 @@ fn outcomes(store: &dyn Store) {
     );
     assert_eq!(conflict.content_type, "application/problem+json");
     // While the original runs: 409.
-    let owner = Record::in_flight("k-b", "fp-b", "t1", "pix.send", now);
-    assert_eq!(claim(store, &owner).unwrap(), ClaimOutcome::Owned);
+    let owner = guard.claim(&attempt("k-b", "fp-b"), now).unwrap();
+    assert_eq!(owner.outcome, ClaimOutcome::Owned);
+    assert_eq!(owner.owner_token.len(), 32, "an owner token is 32 hex");
     let busy = guard
         .run(&attempt("k-b", "fp-b"), now + 3, |k| dest.pay(k))
         .unwrap();
@@ -178,20 +120,42 @@ fn outcomes(store: &dyn Store) {
         (402, 402, true)
     );
     assert_eq!(dest.effects("k-c"), 0);
-    // A late completion never overwrites a finished record.
-    let mut late = owner.clone();
-    late.complete(Response::json(500, "late"), now + 10, 100);
-    assert!(store.replace_in_flight(&late).unwrap());
-    assert!(
-        !store.replace_in_flight(&late).unwrap(),
-        "only in-flight records are replaced"
+    // Only the owner completes; a late completion never overwrites a finished record.
+    let late = |status| EffectResult::Answered(Response::json(status, "late"));
+    assert_eq!(
+        guard
+            .finish("k-b", "not-the-owner", late(500), now + 9)
+            .unwrap(),
+        Finished::Superseded
+    );
+    assert_eq!(
+        guard
+            .finish("k-b", &owner.owner_token, late(500), now + 10)
+            .unwrap(),
+        Finished::Stored
+    );
+    assert_eq!(
+        guard
+            .finish("k-b", &owner.owner_token, late(200), now + 11)
+            .unwrap(),
+        Finished::Superseded,
+        "only in-flight records are completed"
+    );
+    let k_b = store.get("k-b").unwrap().unwrap();
+    assert_eq!(
+        (
+            k_b.status,
+            k_b.response.as_ref().map(|r| r.status),
+            k_b.owner_token.as_str()
+        ),
+        (Status::Done, Some(500), owner.owner_token.as_str())
     );
     // Purge: only done records past their expiry; in_flight never, whatever its age.
-    let ancient = Record::in_flight("k-old", "fp", "t1", "pix.send", 0);
-    assert_eq!(claim(store, &ancient).unwrap(), ClaimOutcome::Owned);
-    assert_eq!(store.purge(now + 50).unwrap(), 0);
+    let ancient = guard.claim(&attempt("k-old", "fp"), 0).unwrap();
+    assert_eq!(ancient.outcome, ClaimOutcome::Owned);
+    assert_eq!(guard.purge(now + 50).unwrap(), 0);
     assert_eq!(
-        store.purge(now + 200).unwrap(),
+        guard.purge(now + 200).unwrap(),
         3,
         "k-a, k-b and k-c expired"
     );
@@ -208,78 +172,133 @@ fn outcomes(store: &dyn Store) {
 fn recovery(store: &dyn Store) {
     let guard = Guard::new(store);
     let now = 1_700_000_000;
+    let later = now + 600; // past the default stale-after (5 minutes)
+    assert_eq!(
+        guard
+            .recover("r-missing", &FakeDestination::default(), later, None)
+            .unwrap()
+            .outcome,
+        Recovered::Missing
+    );
     // Crash after the effect: found.
     let dest = FakeDestination::default();
-    claim(store, &Record::in_flight("r-found", "fp", "t1", "a", now)).unwrap();
+    guard.claim(&attempt("r-found", "fp"), now).unwrap();
     dest.pay("r-found");
     let mut runs = 0;
     let actions = guard
         .recover_due(
             &dest,
-            now + 600,
+            later,
             300,
-            Some(&mut |_: &Record| {
+            Some(&mut |_: &str| {
                 runs += 1;
-                Response::json(201, "")
+                EffectResult::Answered(Response::json(201, ""))
             }),
         )
         .unwrap();
-    assert!(matches!(actions.as_slice(), [(k, RecoveryAction::RecordDone(_))] if k == "r-found"));
+    assert!(
+        matches!(actions.as_slice(), [(k, r)] if k == "r-found"
+            && matches!(r.outcome, Recovered::Applied(RecoveryAction::RecordDone(_)))
+            && r.finished.is_none()),
+        "{actions:?}"
+    );
     assert_eq!((runs, dest.effects("r-found")), (0, 1));
     assert_eq!(store.get("r-found").unwrap().unwrap().status, Status::Done);
+    assert_eq!(
+        guard
+            .recover("r-found", &dest, later, None)
+            .unwrap()
+            .outcome,
+        Recovered::NotInFlight(Status::Done)
+    );
     // Crash before the effect, read-your-writes destination: absent → re-execute once, same key.
     let ryw = FakeDestination {
         read_your_writes: true,
         ..FakeDestination::default()
     };
-    claim(store, &Record::in_flight("r-absent", "fp", "t1", "a", now)).unwrap();
+    let original = guard.claim(&attempt("r-absent", "fp"), now).unwrap();
     let actions = guard
         .recover_due(
             &ryw,
-            now + 600,
+            later,
             300,
-            Some(&mut |r: &Record| ryw.pay(&r.key)),
+            Some(&mut |k: &str| EffectResult::Answered(ryw.pay(k))),
         )
         .unwrap();
-    assert!(matches!(
-        actions.as_slice(),
-        [(_, RecoveryAction::ReExecute)]
-    ));
+    let [(_, taken)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(
+        (&taken.outcome, taken.finished),
+        (
+            &Recovered::Applied(RecoveryAction::ReExecute),
+            Some(Finished::Stored)
+        )
+    );
+    assert_ne!(taken.owner_token, original.owner_token);
     assert_eq!(ryw.effects("r-absent"), 1);
-    assert_eq!(store.get("r-absent").unwrap().unwrap().status, Status::Done);
+    let record = store.get("r-absent").unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.owner_token.as_str()),
+        (Status::Done, taken.owner_token.as_str())
+    );
+    // Absent from a destination without read-your-writes counts as unknown.
+    let eventual = FakeDestination::default();
+    guard.claim(&attempt("r-eventual", "fp"), now).unwrap();
+    let r = guard
+        .recover(
+            "r-eventual",
+            &eventual,
+            later,
+            Some(&mut |k: &str| EffectResult::Answered(eventual.pay(k))),
+        )
+        .unwrap();
+    assert!(
+        matches!(
+            r.outcome,
+            Recovered::Applied(RecoveryAction::CheckLater { lookups: 1, .. })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(eventual.effects("r-eventual"), 0);
     // Unknown: never re-executes; 1, 2, 4 minutes; then needs_reconciliation.
     let unknown = FakeDestination {
         unknown: true,
         read_your_writes: true,
         ..FakeDestination::default()
     };
-    claim(store, &Record::in_flight("r-unknown", "fp", "t1", "a", now)).unwrap();
-    let mut t = now + 600;
+    guard.claim(&attempt("r-unknown", "fp"), now).unwrap();
+    let mut t = later;
     let mut waits = Vec::new();
     let mut reexecuted = 0;
     for _ in 0..10 {
         let actions = guard
-            .recover_due(
+            .recover(
+                "r-unknown",
                 &unknown,
                 t,
-                300,
-                Some(&mut |_: &Record| {
+                Some(&mut |_: &str| {
                     reexecuted += 1;
-                    Response::json(201, "")
+                    EffectResult::Answered(Response::json(201, ""))
                 }),
             )
             .unwrap();
-        match actions.as_slice() {
-            [(_, RecoveryAction::CheckLater { next_lookup_at, .. })] => {
+        match actions.outcome {
+            Recovered::Applied(RecoveryAction::CheckLater { next_lookup_at, .. }) => {
                 waits.push(next_lookup_at - t);
                 // Not due before its time.
-                assert!(guard
-                    .recover_due(&unknown, next_lookup_at - 1, 300, None)
-                    .unwrap()
-                    .is_empty());
-                t = *next_lookup_at;
+                assert_eq!(
+                    guard
+                        .recover("r-unknown", &unknown, next_lookup_at - 1, None)
+                        .unwrap()
+                        .outcome,
+                    Recovered::NotDue {
+                        due_at: next_lookup_at
+                    }
+                );
+                t = next_lookup_at;
             }
-            [(_, RecoveryAction::Reconcile { lookups: 4 })] => break,
+            Recovered::Applied(RecoveryAction::Reconcile { lookups: 4 }) => break,
             other => panic!("unexpected recovery {other:?}"),
         }
     }
@@ -296,6 +315,13 @@ fn recovery(store: &dyn Store) {
         .unwrap();
     assert_eq!(blocked.status, 409);
     assert_eq!(unknown.effects("r-unknown"), 0);
+    assert_eq!(
+        guard
+            .recover("r-unknown", &ryw, t + 10_000, None)
+            .unwrap()
+            .outcome,
+        Recovered::NotInFlight(Status::NeedsReconciliation)
+    );
 }
 
 #[test]
@@ -308,30 +334,28 @@ fn memory_store() {
 
 #[test]
 fn sqlite_store() {
-    let (url, path) = temp_sqlite("outcomes");
-    outcomes(open(&url).unwrap().as_ref());
-    remove_sqlite(&path);
-    let (url, path) = temp_sqlite("recovery");
-    recovery(open(&url).unwrap().as_ref());
+    let db = TempSqlite::new("outcomes");
+    outcomes(open(&db.url()).unwrap().as_ref());
+    let db = TempSqlite::new("recovery");
+    recovery(open(&db.url()).unwrap().as_ref());
     // Reopening runs no migration twice and keeps the records.
-    assert_eq!(open(&url).unwrap().list(None, 10).unwrap().len(), 3);
-    remove_sqlite(&path);
+    assert_eq!(open(&db.url()).unwrap().list(None, 10).unwrap().len(), 4);
 }
 
 #[test]
 fn postgres_store() {
-    let Some(schema) = PgSchema::new("outcomes") else {
+    let Some(schema) = PgSchema::new("postgres_store") else {
         return;
     };
     outcomes(open(&schema.url()).unwrap().as_ref());
-    let Some(schema) = PgSchema::new("recovery") else {
+    let Some(schema) = PgSchema::new("postgres_store") else {
         return;
     };
     recovery(open(&schema.url()).unwrap().as_ref());
     // A second connection migrates nothing twice.
     assert_eq!(
         open(&schema.url()).unwrap().list(None, 10).unwrap().len(),
-        3
+        4
     );
 }
 
@@ -340,24 +364,24 @@ const KEYS: usize = 1000;
 
 /// Claims every key in a contender-specific order; returns the keys it owns.
 fn contend(store: &dyn Store, contender: usize) -> Vec<String> {
+    let guard = Guard::new(store);
     let mut order: Vec<usize> = (0..KEYS).collect();
     // Each contender walks the keys from a different offset, so they collide.
     order.rotate_left(contender * KEYS / CONTENDERS);
     let mut owned = Vec::new();
     for i in order {
         let key = format!("race-{i:04}");
-        let record = Record::in_flight(&key, "fp", "t1", "a", 1_700_000_000);
-        let outcome = loop {
-            match claim(store, &record) {
-                Ok(o) => break o,
+        let claimed = loop {
+            match guard.claim(&attempt(&key, "fp"), 1_700_000_000) {
+                Ok(c) => break c,
                 Err(e) if e.is_retryable() => continue,
                 Err(e) => panic!("contender {contender}: {e}"),
             }
         };
-        if outcome == ClaimOutcome::Owned {
+        if claimed.outcome == ClaimOutcome::Owned {
             owned.push(key);
         } else {
-            assert_eq!(outcome, ClaimOutcome::InFlight);
+            assert_eq!(claimed.outcome, ClaimOutcome::InFlight);
         }
     }
     owned
@@ -388,7 +412,7 @@ fn assert_one_owner_per_key(owned: &[Vec<String>], store: &dyn Store, what: &str
 
 #[test]
 fn race_threads_postgres() {
-    let Some(schema) = PgSchema::new("race_threads") else {
+    let Some(schema) = PgSchema::new("race_threads_postgres") else {
         return;
     };
     let url = schema.url();
@@ -410,7 +434,7 @@ fn race_threads_postgres() {
     assert_one_owner_per_key(&owned, open(&url).unwrap().as_ref(), "postgres threads");
 }
 
-/// The child side of the process races: claims every key, prints owned keys.
+/// The child side of the process races: claims every key, writes the owned keys.
 #[test]
 fn race_child_process() {
     let (Ok(url), Ok(contender)) = (
@@ -431,32 +455,21 @@ fn race_child_process() {
 
 fn race_processes(url: &str, what: &str) {
     open(url).unwrap();
-    let start = std::env::temp_dir().join(format!(
-        "ik-race-start-{}-{}",
-        std::process::id(),
-        rand_u32()
-    ));
-    let out =
-        |c: usize| std::env::temp_dir().join(format!("ik-race-out-{}-{c}", std::process::id()));
+    let start = temp_path("race-start", "");
+    let outs: Vec<_> = (0..CONTENDERS)
+        .map(|c| temp_path(&format!("race-out-{c}"), ""))
+        .collect();
     let children: Vec<_> = (0..CONTENDERS)
         .map(|c| {
-            let _ = std::fs::remove_file(out(c));
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "race_child_process",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads",
-                    "1",
-                ])
-                .env("IK_RACE_URL", url)
-                .env("IK_RACE_CONTENDER", c.to_string())
-                .env("IK_RACE_START", &start)
-                .env("IK_RACE_OUT", out(c))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            spawn_child(
+                "race_child_process",
+                &[
+                    ("IK_RACE_URL", url.to_owned()),
+                    ("IK_RACE_CONTENDER", c.to_string()),
+                    ("IK_RACE_START", start.display().to_string()),
+                    ("IK_RACE_OUT", outs[c].display().to_string()),
+                ],
+            )
         })
         .collect();
     std::fs::write(&start, b"go").unwrap();
@@ -464,10 +477,9 @@ fn race_processes(url: &str, what: &str) {
         .into_iter()
         .enumerate()
         .map(|(c, child)| {
-            let status = child.wait_with_output().unwrap().status;
-            assert!(status.success(), "{what}: contender process {c} failed");
-            let keys = std::fs::read_to_string(out(c)).unwrap();
-            let _ = std::fs::remove_file(out(c));
+            common::wait_ok(child, &format!("{what}: contender {c}"));
+            let keys = std::fs::read_to_string(&outs[c]).unwrap();
+            let _ = std::fs::remove_file(&outs[c]);
             keys.lines()
                 .filter(|l| !l.is_empty())
                 .map(str::to_owned)
@@ -480,7 +492,7 @@ fn race_processes(url: &str, what: &str) {
 
 #[test]
 fn race_processes_postgres() {
-    let Some(schema) = PgSchema::new("race_procs") else {
+    let Some(schema) = PgSchema::new("race_processes_postgres") else {
         return;
     };
     race_processes(&schema.url(), "postgres processes");
@@ -488,9 +500,8 @@ fn race_processes_postgres() {
 
 #[test]
 fn race_processes_sqlite() {
-    let (url, path) = temp_sqlite("race");
-    race_processes(&url, "sqlite processes");
-    remove_sqlite(&path);
+    let db = TempSqlite::new("race");
+    race_processes(&db.url(), "sqlite processes");
 }
 
 /// The child side of the fault test: runs one guarded payment, pausing a
@@ -505,40 +516,23 @@ fn fault_child_process() {
         return;
     };
     let store = open(&url).unwrap();
-    let dest = rusqlite::Connection::open(dest_path).unwrap();
-    dest.busy_timeout(std::time::Duration::from_secs(10))
-        .unwrap();
+    let dest = open_effects(&dest_path);
     let pause: u64 = std::env::var("IK_FAULT_PAUSE_US").unwrap().parse().unwrap();
     Guard::new(store.as_ref())
         .run(&attempt(&key, "fp"), 1_700_000_000, |key| {
-            dest.execute("INSERT INTO effects (key) VALUES (?1)", [key])
-                .unwrap();
-            std::thread::sleep(std::time::Duration::from_micros(pause));
+            record_effect(&dest, key, "owner");
+            std::thread::sleep(Duration::from_micros(pause));
             Response::json(201, "{}")
         })
         .unwrap();
 }
 
-/// A destination backed by a SQLite file the children write effects to.
-struct FileDestination {
-    conn: std::sync::Mutex<rusqlite::Connection>,
-}
+/// The effects file as a read-your-writes destination.
+struct FileGateway<'a>(&'a EffectsFile);
 
-impl FileDestination {
-    fn effects(&self, key: &str) -> u32 {
-        self.conn
-            .lock()
-            .unwrap()
-            .query_row("SELECT count(*) FROM effects WHERE key = ?1", [key], |r| {
-                r.get(0)
-            })
-            .unwrap()
-    }
-}
-
-impl Gateway for FileDestination {
+impl Gateway for FileGateway<'_> {
     fn lookup(&self, key: &str) -> Lookup {
-        match self.effects(key) {
+        match self.0.effects(key) {
             0 => Lookup::Absent,
             _ => Lookup::Found(Response::json(201, "{}")),
         }
@@ -551,62 +545,41 @@ impl Gateway for FileDestination {
 #[test]
 fn faults_kill_the_owner_between_effect_and_completion() {
     const TRIALS: usize = 200;
-    let (url, path) = temp_sqlite("faults");
+    let db = TempSqlite::new("faults");
+    let url = db.url();
     let store = open(&url).unwrap();
-    let dest_path = std::env::temp_dir().join(format!(
-        "ik-dest-{}-{}.sqlite",
-        std::process::id(),
-        rand_u32()
-    ));
-    let dest = rusqlite::Connection::open(&dest_path).unwrap();
-    dest.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE effects (key TEXT NOT NULL)")
-        .unwrap();
-    dest.busy_timeout(std::time::Duration::from_secs(10))
-        .unwrap();
-    let dest = FileDestination {
-        conn: std::sync::Mutex::new(dest),
-    };
+    let dest = EffectsFile::new("faults-dest");
+    let gateway = FileGateway(&dest);
     let guard = Guard::new(store.as_ref());
     let (mut killed_mid_effect, mut finished, mut before_effect) = (0, 0, 0);
     let recoveries = AtomicU32::new(0);
     for trial in 0..TRIALS {
         let key = format!("fault-{trial:03}");
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "fault_child_process",
-                "--exact",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("IK_FAULT_URL", &url)
-            .env("IK_FAULT_DEST", &dest_path)
-            .env("IK_FAULT_KEY", &key)
-            .env("IK_FAULT_PAUSE_US", (rand_u32() % 20_000).to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_child(
+            "fault_child_process",
+            &[
+                ("IK_FAULT_URL", url.clone()),
+                ("IK_FAULT_DEST", dest.path.display().to_string()),
+                ("IK_FAULT_KEY", key.clone()),
+                ("IK_FAULT_PAUSE_US", (rand_u32() % 20_000).to_string()),
+            ],
+        );
         // Kill at a random point. Even trials: a random moment after the
         // spawn (before, during or after the effect). Odd trials: a random
         // moment after the effect is seen at the destination, so that many
         // kills land between the effect and its completion however slowly
         // the machine starts processes.
         if trial % 2 == 1 {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
             while dest.effects(&key) == 0
                 && std::time::Instant::now() < deadline
                 && child.try_wait().unwrap().is_none()
             {
-                std::thread::sleep(std::time::Duration::from_micros(200));
+                std::thread::sleep(Duration::from_micros(200));
             }
-            std::thread::sleep(std::time::Duration::from_micros(u64::from(
-                rand_u32() % 5_000,
-            )));
+            std::thread::sleep(Duration::from_micros(u64::from(rand_u32() % 5_000)));
         } else {
-            std::thread::sleep(std::time::Duration::from_micros(u64::from(
-                rand_u32() % 40_000,
-            )));
+            std::thread::sleep(Duration::from_micros(u64::from(rand_u32() % 40_000)));
         }
         let _ = child.kill();
         let _ = child.wait();
@@ -620,11 +593,7 @@ fn faults_kill_the_owner_between_effect_and_completion() {
         // A redelivery never re-runs an in-flight effect.
         let redelivery = guard
             .run(&attempt(&key, "fp"), 1_700_000_100, |k| {
-                dest.conn
-                    .lock()
-                    .unwrap()
-                    .execute("INSERT INTO effects (key) VALUES (?1)", [k])
-                    .unwrap();
+                dest.record(k, "redelivery");
                 Response::json(201, "{}")
             })
             .unwrap();
@@ -637,16 +606,12 @@ fn faults_kill_the_owner_between_effect_and_completion() {
         // Recovery settles the in-flight records by asking the destination.
         let actions = guard
             .recover_due(
-                &dest,
+                &gateway,
                 1_700_001_000,
                 300,
-                Some(&mut |r: &Record| {
-                    dest.conn
-                        .lock()
-                        .unwrap()
-                        .execute("INSERT INTO effects (key) VALUES (?1)", [&r.key])
-                        .unwrap();
-                    Response::json(201, "{}")
+                Some(&mut |k: &str| {
+                    dest.record(k, "recovery");
+                    EffectResult::Answered(Response::json(201, "{}"))
                 }),
             )
             .unwrap();
@@ -672,6 +637,4 @@ fn faults_kill_the_owner_between_effect_and_completion() {
         killed_mid_effect >= 20,
         "too few kills landed between effect and completion ({killed_mid_effect})"
     );
-    remove_sqlite(&path);
-    remove_sqlite(&dest_path);
 }
