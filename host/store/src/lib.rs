@@ -276,4 +276,3 @@ fn missing_feature(scheme: &str, feature: &str) -> StoreError {
          leaves off: add features = [\"{feature}\"] to the intentkey-store dependency"
     ))
 }
-

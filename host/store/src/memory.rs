@@ -3,7 +3,9 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use intentkey::claim::{ClaimStore, Completion, MemoryClaims, Record, Release, Replacement, Status};
+use intentkey::claim::{
+    ClaimStore, Completion, MemoryClaims, Record, Release, Replacement, Status,
+};
 
 use super::{Store, StoreError};
 

@@ -64,7 +64,8 @@ const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', respon
      response_content_type = $4, response_headers = $5, response_body = $6, expires_at = $7, \
      next_lookup_at = NULL WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
 
-const REPLACE_SQL: &str = "UPDATE intentkey_records SET status = $4, owner_token = $5, response_status = $6, \
+const REPLACE_SQL: &str =
+    "UPDATE intentkey_records SET status = $4, owner_token = $5, response_status = $6, \
      response_content_type = $7, response_headers = $8, response_body = $9, created_at = $10, \
      expires_at = $11, lookups = $12, next_lookup_at = $13 \
      WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3";
@@ -230,7 +231,15 @@ impl Store for PostgresStore {
         self.with_client(|c| {
             c.execute(
                 INSERT_SQL,
-                &[&r.key, &r.fingerprint, &r.tenant_id, &r.action_type, &r.status.as_str(), &r.owner_token, &r.created_at],
+                &[
+                    &r.key,
+                    &r.fingerprint,
+                    &r.tenant_id,
+                    &r.action_type,
+                    &r.status.as_str(),
+                    &r.owner_token,
+                    &r.created_at,
+                ],
             )
         })
         .map(|n| n == 1)
@@ -250,7 +259,15 @@ impl Store for PostgresStore {
         let run = |c: &mut Connection| {
             c.execute(
                 COMPLETE_SQL,
-                &[&x.key, &x.owner_token, &status, &x.response.content_type, &headers, &x.response.body, &x.expires_at],
+                &[
+                    &x.key,
+                    &x.owner_token,
+                    &status,
+                    &x.response.content_type,
+                    &headers,
+                    &x.response.body,
+                    &x.expires_at,
+                ],
             )
         };
         let n = if x.fast {
@@ -274,8 +291,18 @@ impl Store for PostgresStore {
             c.execute(
                 REPLACE_SQL,
                 &[
-                    &next.key, &r.expected_token, &expected_lookups, &next.status.as_str(), &next.owner_token,
-                    &status, &content_type, &headers, &body, &next.created_at, &next.expires_at, &lookups,
+                    &next.key,
+                    &r.expected_token,
+                    &expected_lookups,
+                    &next.status.as_str(),
+                    &next.owner_token,
+                    &status,
+                    &content_type,
+                    &headers,
+                    &body,
+                    &next.created_at,
+                    &next.expires_at,
+                    &lookups,
                     &next.next_lookup_at,
                 ],
             )

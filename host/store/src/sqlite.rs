@@ -179,7 +179,9 @@ impl Store for SqliteStore {
         }
         match fast.as_ref() {
             Some(conn) => complete_on(conn, c),
-            None => Err(StoreError::retryable("sqlite: no fast-completion connection")),
+            None => Err(StoreError::retryable(
+                "sqlite: no fast-completion connection",
+            )),
         }
     }
 
