@@ -1,6 +1,6 @@
 //! SQLite: the embedded default (rusqlite, bundled SQLite, durable settings).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -13,13 +13,12 @@ use super::{Store, StoreError};
 
 /// A SQLite file shared by any number of processes: WAL journal,
 /// `synchronous = FULL` (a completed record survives power loss), and a busy
-/// timeout so concurrent writers wait instead of failing. Fast completions
-/// (`Rules::fast_completion`) go through a second connection with
-/// `synchronous = NORMAL`, whose commits do not wait for the disk.
+/// timeout so concurrent writers wait instead of failing. A fast completion
+/// (`Rules::fast_completion`) runs with `synchronous = NORMAL` for that one
+/// statement on the same connection: its commit does not wait for the disk
+/// (one connection, so no page cache is invalidated between two).
 pub struct SqliteStore {
-    path: PathBuf,
     conn: Mutex<Connection>,
-    fast: Mutex<Option<Connection>>,
 }
 
 fn err(e: rusqlite::Error) -> StoreError {
@@ -94,12 +93,9 @@ impl SqliteStore {
     /// # Errors
     /// When the file cannot be opened, or holds a newer schema.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_path_buf();
-        let conn = connect(&path, "FULL")?;
+        let conn = connect(path.as_ref(), "FULL")?;
         let store = SqliteStore {
-            path,
             conn: Mutex::new(conn),
-            fast: Mutex::new(None),
         };
         store.migrate()?;
         Ok(store)
@@ -167,22 +163,18 @@ impl Store for SqliteStore {
     }
 
     fn complete(&self, c: &Completion) -> Result<bool, StoreError> {
+        let conn = self.conn();
         if !c.fast {
-            return complete_on(&self.conn(), c);
+            return complete_on(&conn, c);
         }
-        let mut fast = self
-            .fast
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if fast.is_none() {
-            *fast = Some(connect(&self.path, "NORMAL")?);
-        }
-        match fast.as_ref() {
-            Some(conn) => complete_on(conn, c),
-            None => Err(StoreError::retryable(
-                "sqlite: no fast-completion connection",
-            )),
-        }
+        // `synchronous` is the connection's and is read at commit: NORMAL for
+        // this one autocommit statement, FULL again whatever it answered.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err)?;
+        let completed = complete_on(&conn, c);
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        completed
     }
 
     fn replace(&self, r: &Replacement) -> Result<bool, StoreError> {
