@@ -5,6 +5,7 @@ pub mod claim;
 mod decimal;
 mod deriver;
 mod error;
+pub mod http;
 mod key;
 pub mod normalize;
 mod payload;

@@ -1,0 +1,130 @@
+//! The profiles (which header, which limits, which error shapes) and their options.
+
+/// An idempotency convention: the header a client sends its key in, the
+/// key's syntax and limits, and the shape of the answers.
+///
+/// | | header | key | answers |
+/// |---|---|---|---|
+/// | [`Profile::Ietf`] (default) | `Idempotency-Key` | RFC 8941 sf-string (`"…"`), 1 to 255 characters; a bare key only if [`Options::accept_bare_token`] | `application/problem+json` (RFC 9457) |
+/// | [`Profile::Stripe`] | `Idempotency-Key` | bare, 1 to 255 characters | `{"error":{"type":…,"message":…}}` |
+/// | [`Profile::Ofb`] | `x-idempotency-key` | bare, 1 to 40 characters | `{"errors":[{"code":…,"title":…,"detail":…}],"meta":{…}}` |
+///
+/// Every profile takes printable ASCII only (0x20 to 0x7E, no control
+/// characters, nothing beyond ASCII).
+///
+/// ```
+/// use intentkey::http::Profile;
+/// assert_eq!(Profile::parse("ofb"), Some(Profile::Ofb));
+/// assert_eq!(Profile::Ofb.header_name(), "x-idempotency-key");
+/// assert_eq!(Profile::Ofb.max_key_len(), 40);
+/// assert_eq!(Profile::default(), Profile::Ietf);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// The IETF draft `Idempotency-Key` header (draft-ietf-httpapi-idempotency-key-header).
+    #[default]
+    Ietf,
+    /// Stripe's convention, followed by many payment APIs.
+    Stripe,
+    /// Open Finance Brasil.
+    Ofb,
+}
+
+impl Profile {
+    /// Every profile, in the order above.
+    pub const ALL: [Profile; 3] = [Profile::Ietf, Profile::Stripe, Profile::Ofb];
+
+    /// `ietf`, `stripe` or `ofb`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Profile::Ietf => "ietf",
+            Profile::Stripe => "stripe",
+            Profile::Ofb => "ofb",
+        }
+    }
+
+    /// Looks a profile up by [`Profile::as_str`].
+    pub fn parse(name: &str) -> Option<Profile> {
+        Profile::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
+    /// The request header that carries the key, as the profile spells it
+    /// (header names match case-insensitively).
+    pub const fn header_name(self) -> &'static str {
+        match self {
+            Profile::Ietf | Profile::Stripe => "Idempotency-Key",
+            Profile::Ofb => "x-idempotency-key",
+        }
+    }
+
+    /// The longest key accepted, in characters (ASCII, so also bytes): 255
+    /// for `ietf` (the draft sets none; this is Stripe's) and `stripe`, 40
+    /// for `ofb`.
+    pub const fn max_key_len(self) -> usize {
+        match self {
+            Profile::Ietf | Profile::Stripe => 255,
+            Profile::Ofb => 40,
+        }
+    }
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `Retry-After` of a 409 (a request with this key is in flight), in
+/// seconds, by default.
+pub const DEFAULT_RETRY_AFTER_SECONDS: u32 = 1;
+
+/// The stored response headers a replay restores by default.
+pub const DEFAULT_REPLAY_HEADERS: [&str; 2] = ["Location", "Content-Type"];
+
+/// A profile and how it is configured: everything the HTTP rules need that
+/// is a choice of the server, not of the request.
+///
+/// ```
+/// use intentkey::http::{Options, Profile};
+/// let mut options = Options::new(Profile::Ietf);
+/// assert!(!options.accept_bare_token);
+/// assert_eq!(options.retry_after_seconds, 1);
+/// assert_eq!(options.replay_headers, ["Location", "Content-Type"]);
+/// options.replay_headers.push("ETag".into());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The convention followed.
+    pub profile: Profile,
+    /// `ietf` only: also accept a key sent without quotes (`Idempotency-Key:
+    /// abc` as well as `Idempotency-Key: "abc"`). Off by default, as the
+    /// draft asks for a structured-field string. Ignored by the other
+    /// profiles, whose keys are always bare.
+    pub accept_bare_token: bool,
+    /// The `Retry-After` of a 409, in seconds ([`DEFAULT_RETRY_AFTER_SECONDS`]).
+    pub retry_after_seconds: u32,
+    /// The stored response headers a replay restores, matched
+    /// case-insensitively ([`DEFAULT_REPLAY_HEADERS`] plus whatever the
+    /// server adds). Hop-by-hop headers, `Content-Length` and
+    /// `Idempotent-Replayed` are never replayed, even if listed.
+    pub replay_headers: Vec<String>,
+}
+
+impl Options {
+    /// The profile with the documented defaults.
+    pub fn new(profile: Profile) -> Self {
+        Options {
+            profile,
+            accept_bare_token: false,
+            retry_after_seconds: DEFAULT_RETRY_AFTER_SECONDS,
+            replay_headers: DEFAULT_REPLAY_HEADERS.map(String::from).to_vec(),
+        }
+    }
+}
+
+impl Default for Options {
+    /// [`Options::new`] of [`Profile::Ietf`].
+    fn default() -> Self {
+        Options::new(Profile::default())
+    }
+}
