@@ -3,33 +3,15 @@
 use crate::bindings::exports::intentkey::core::{claims, schema};
 use crate::bindings::intentkey::core::types as t;
 use crate::convert::{
-    action_out, class_out, effect_in, lookup_in, outcome_in, outcome_out, record_in, rules_in,
-    rules_out, wit_error,
+    action_out, class_out, effect_in, lookup_in, outcome_out, record_in, rules_in, rules_out,
+    wit_error,
 };
 use crate::Component;
 use intentkey::claim as core;
 
-fn answer_out(a: core::HttpAnswer) -> claims::HttpAnswer {
-    claims::HttpAnswer {
-        status: a.status,
-        content_type: a.content_type,
-        headers: a.headers,
-        body: a.body,
-        replayed: a.replayed,
-    }
-}
-
 impl claims::Guest for Component {
     fn decide_existing(existing: t::Record, fingerprint: String) -> t::ClaimOutcome {
         outcome_out(core::decide_existing(&record_in(existing), &fingerprint))
-    }
-
-    fn answer_for(outcome: t::ClaimOutcome) -> Option<claims::HttpAnswer> {
-        core::http_answer(&outcome_in(outcome)).map(answer_out)
-    }
-
-    fn missing_key_answer(header: String) -> claims::HttpAnswer {
-        answer_out(core::missing_key_answer(&header))
     }
 
     fn classify(result: t::EffectResult, rules: t::Rules) -> t::OutcomeClass {

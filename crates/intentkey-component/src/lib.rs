@@ -27,6 +27,7 @@ mod decisions;
 mod flows;
 #[cfg(feature = "guard")]
 mod guard;
+mod http;
 mod keys;
 
 struct Component;

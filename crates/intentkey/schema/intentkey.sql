@@ -47,3 +47,10 @@ ALTER TABLE intentkey_records ADD COLUMN owner_token TEXT NOT NULL DEFAULT '';
 -- Replayable response headers: a JSON array of [name, value] pairs.
 ALTER TABLE intentkey_records ADD COLUMN response_headers TEXT;
 CREATE INDEX intentkey_records_status ON intentkey_records (status, created_at);
+
+-- migration 3
+-- Response bodies as bytes, so binary bodies (a PDF, an image) replay byte
+-- for byte. Every write sets response_body_bytes and leaves response_body
+-- NULL; a record written before version 3 keeps its text in response_body,
+-- which readers use when response_body_bytes is NULL.
+ALTER TABLE intentkey_records ADD COLUMN response_body_bytes BYTEA;

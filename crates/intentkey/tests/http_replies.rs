@@ -339,7 +339,7 @@ fn stored_errors_replay_like_successes() {
     for profile in Profile::ALL {
         let reply = refusal(profile, ClaimOutcome::Done(declined.clone()));
         assert_eq!(reply.status, 402);
-        assert_eq!(reply.body, declined.body.as_bytes());
+        assert_eq!(reply.body, declined.body);
         assert_eq!(reply.header("idempotent-replayed"), Some("true"));
     }
 }

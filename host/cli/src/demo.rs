@@ -75,7 +75,11 @@ fn outcome_text(outcome: &ClaimOutcome) -> String {
     match outcome {
         ClaimOutcome::Owned => "claim → owned".into(),
         ClaimOutcome::InFlight => "claim → in-flight: 409 Conflict".into(),
-        ClaimOutcome::Done(r) => format!("claim → done: replayed {} {}", r.status, r.body),
+        ClaimOutcome::Done(r) => format!(
+            "claim → done: replayed {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        ),
         ClaimOutcome::PayloadConflict => {
             "claim → payload-conflict: 422 Unprocessable Content".into()
         }
@@ -253,7 +257,11 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
     tl.say(
         t0 + 90,
         "intent B, other body",
-        &format!("{}  {}", outcome_text(&conflict.outcome), conflict.body),
+        &format!(
+            "{}  {}",
+            outcome_text(&conflict.outcome),
+            conflict.body_text()
+        ),
     );
     check(
         conflict.status == 422 && dest.effects(&b.key) == 1,

@@ -22,9 +22,23 @@ pub fn now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
-/// A response as JSON.
+/// A response as JSON: the body as text when it is UTF-8, else as
+/// `body_hex`.
 pub fn response_json(r: &Response) -> Value {
-    json!({"status": r.status, "content_type": r.content_type, "headers": r.headers, "body": r.body})
+    let mut value =
+        json!({"status": r.status, "content_type": r.content_type, "headers": r.headers});
+    match r.body_text() {
+        Some(text) => value["body"] = text.into(),
+        None => {
+            value["body_hex"] = r
+                .body
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                .into()
+        }
+    }
+    value
 }
 
 /// A record as JSON. The owner token is shown: it is a fencing token, not a secret.
@@ -132,7 +146,7 @@ pub fn complete_cmd(a: &CompleteArgs) -> Result<Value, CliError> {
         status: a.status,
         content_type: a.content_type.clone(),
         headers: Vec::new(),
-        body: a.body.clone(),
+        body: a.body.clone().into_bytes(),
     };
     let rules = Rules {
         ttl_seconds: a.ttl,

@@ -9,8 +9,8 @@ use crate::StoreError;
 /// The columns in the order the SQL stores select them.
 pub(crate) const COLUMNS: &str =
     "key, fingerprint, tenant_id, action_type, status, owner_token, response_status, \
-     response_content_type, response_headers, response_body, created_at, expires_at, lookups, \
-     next_lookup_at";
+     response_content_type, response_headers, response_body, response_body_bytes, created_at, \
+     expires_at, lookups, next_lookup_at";
 
 /// One row's values, in [`COLUMNS`] order, as the SQL drivers read them.
 pub(crate) struct Row {
@@ -23,7 +23,10 @@ pub(crate) struct Row {
     pub response_status: Option<i64>,
     pub response_content_type: Option<String>,
     pub response_headers: Option<String>,
+    /// The body written before schema version 3, as text.
     pub response_body: Option<String>,
+    /// The body as bytes (schema version 3 on).
+    pub response_body_bytes: Option<Vec<u8>>,
     pub created_at: i64,
     pub expires_at: Option<i64>,
     pub lookups: i64,
@@ -48,7 +51,10 @@ impl Row {
                 content_type: self.response_content_type.unwrap_or_default(),
                 headers: headers_from_column(self.response_headers.as_deref())
                     .map_err(|e| StoreError::fatal(format!("record {key}: {}", e.message())))?,
-                body: self.response_body.unwrap_or_default(),
+                body: match self.response_body_bytes {
+                    Some(bytes) => bytes,
+                    None => self.response_body.unwrap_or_default().into_bytes(),
+                },
             }),
             None => None,
         };

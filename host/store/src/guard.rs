@@ -28,12 +28,13 @@
 //! ```
 
 use intentkey::claim::{
-    http_answer, owner_token, ClaimFlow, ClaimOutcome, DueFlow, EffectResult, FinishFlow, Finished,
-    Lookup, PurgeFlow, RecoverFlow, Recovered, RecoveryAction, RecoveryRules, Response, Rules,
+    owner_token, ClaimFlow, ClaimOutcome, DueFlow, EffectResult, FinishFlow, Finished, Lookup,
+    PurgeFlow, RecoverFlow, Recovered, RecoveryAction, RecoveryRules, Response, Rules,
     OWNER_TOKEN_BYTES,
 };
 
 pub use intentkey::claim::Attempt;
+use intentkey::http::{Options, REPLAYED_HEADER};
 
 use crate::{run_flow, Store, StoreError};
 
@@ -50,13 +51,18 @@ pub struct RunAnswer {
     pub content_type: String,
     /// Replayed or stored headers.
     pub headers: Vec<(String, String)>,
-    /// Body.
-    pub body: String,
+    /// Body, as bytes.
+    pub body: Vec<u8>,
     /// Whether the body is a replay of a stored response.
     pub replayed: bool,
 }
 
 impl RunAnswer {
+    /// The body as text, or `""` when it is not UTF-8.
+    pub fn body_text(&self) -> &str {
+        std::str::from_utf8(&self.body).unwrap_or_default()
+    }
+
     fn owned(finished: Finished, response: Response) -> Self {
         RunAnswer {
             outcome: ClaimOutcome::Owned,
@@ -219,16 +225,30 @@ impl<'s> Guard<'s> {
         effect: impl FnOnce(&str) -> EffectResult,
     ) -> Result<(RunAnswer, Option<EffectResult>), StoreError> {
         let claimed = self.claim(attempt, now)?;
-        if let Some(answer) = http_answer(&claimed.outcome) {
+        // The answers of the `ietf` profile, replaying every stored header.
+        if let Some(reply) = Options::default().reply(&claimed.outcome, now) {
+            let replayed = reply.is_replay();
+            let content_type = reply.content_type().unwrap_or_default().to_owned();
+            let headers = match &claimed.outcome {
+                ClaimOutcome::Done(stored) => stored.headers.clone(),
+                _ => reply
+                    .headers
+                    .into_iter()
+                    .filter(|(n, _)| {
+                        !n.eq_ignore_ascii_case("content-type")
+                            && !n.eq_ignore_ascii_case(REPLAYED_HEADER)
+                    })
+                    .collect(),
+            };
             return Ok((
                 RunAnswer {
                     outcome: claimed.outcome,
                     finished: None,
-                    status: answer.status,
-                    content_type: answer.content_type,
-                    headers: answer.headers,
-                    body: answer.body,
-                    replayed: answer.replayed,
+                    status: reply.status,
+                    content_type,
+                    headers,
+                    body: reply.body,
+                    replayed,
                 },
                 None,
             ));

@@ -54,19 +54,19 @@ impl Connection {
 }
 
 const GET_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, status, owner_token, response_status, \
-     response_content_type, response_headers, response_body, created_at, expires_at, lookups, next_lookup_at \
-     FROM intentkey_records WHERE key = $1";
+     response_content_type, response_headers, response_body, response_body_bytes, created_at, expires_at, \
+     lookups, next_lookup_at FROM intentkey_records WHERE key = $1";
 
 const INSERT_SQL: &str = "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, 0) ON CONFLICT (key) DO NOTHING";
 
 const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = $3, \
-     response_content_type = $4, response_headers = $5, response_body = $6, expires_at = $7, \
+     response_content_type = $4, response_headers = $5, response_body = NULL, response_body_bytes = $6, expires_at = $7, \
      next_lookup_at = NULL WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
 
 const REPLACE_SQL: &str =
     "UPDATE intentkey_records SET status = $4, owner_token = $5, response_status = $6, \
-     response_content_type = $7, response_headers = $8, response_body = $9, created_at = $10, \
+     response_content_type = $7, response_headers = $8, response_body = NULL, response_body_bytes = $9, created_at = $10, \
      expires_at = $11, lookups = $12, next_lookup_at = $13 \
      WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3";
 
@@ -103,10 +103,11 @@ fn read_row(row: &postgres::Row) -> Result<Record, StoreError> {
         response_content_type: row.get(7),
         response_headers: row.get(8),
         response_body: row.get(9),
-        created_at: row.get(10),
-        expires_at: row.get(11),
-        lookups: i64::from(row.get::<_, i32>(12)),
-        next_lookup_at: row.get(13),
+        response_body_bytes: row.get(10),
+        created_at: row.get(11),
+        expires_at: row.get(12),
+        lookups: i64::from(row.get::<_, i32>(13)),
+        next_lookup_at: row.get(14),
     }
     .into_record()
 }
@@ -284,7 +285,7 @@ impl Store for PostgresStore {
         let status = response.map(|x| i32::from(x.status));
         let content_type = response.map(|x| x.content_type.as_str());
         let headers = response.and_then(|x| headers_to_column(&x.headers));
-        let body = response.map(|x| x.body.as_str());
+        let body = response.map(|x| x.body.as_slice());
         let expected_lookups = i32::try_from(r.expected_lookups).unwrap_or(i32::MAX);
         let lookups = i32::try_from(next.lookups).unwrap_or(i32::MAX);
         self.with_client(|c| {

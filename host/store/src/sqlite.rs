@@ -47,10 +47,11 @@ fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         response_content_type: row.get(7)?,
         response_headers: row.get(8)?,
         response_body: row.get(9)?,
-        created_at: row.get(10)?,
-        expires_at: row.get(11)?,
-        lookups: row.get(12)?,
-        next_lookup_at: row.get(13)?,
+        response_body_bytes: row.get(10)?,
+        created_at: row.get(11)?,
+        expires_at: row.get(12)?,
+        lookups: row.get(13)?,
+        next_lookup_at: row.get(14)?,
     })
 }
 
@@ -65,7 +66,7 @@ fn connect(path: &Path, synchronous: &str) -> Result<Connection, StoreError> {
 }
 
 const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = ?3, \
-     response_content_type = ?4, response_headers = ?5, response_body = ?6, expires_at = ?7, \
+     response_content_type = ?4, response_headers = ?5, response_body = NULL, response_body_bytes = ?6, expires_at = ?7, \
      next_lookup_at = NULL WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2";
 
 fn complete_on(conn: &Connection, c: &Completion) -> Result<bool, StoreError> {
@@ -184,7 +185,7 @@ impl Store for SqliteStore {
             .conn()
             .prepare_cached(
                 "UPDATE intentkey_records SET status = ?4, owner_token = ?5, response_status = ?6, \
-                 response_content_type = ?7, response_headers = ?8, response_body = ?9, created_at = ?10, \
+                 response_content_type = ?7, response_headers = ?8, response_body = NULL, response_body_bytes = ?9, created_at = ?10, \
                  expires_at = ?11, lookups = ?12, next_lookup_at = ?13 \
                  WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2 AND lookups = ?3",
             )
@@ -198,7 +199,7 @@ impl Store for SqliteStore {
                     response.map(|x| i64::from(x.status)),
                     response.map(|x| x.content_type.as_str()),
                     response.and_then(|x| headers_to_column(&x.headers)),
-                    response.map(|x| x.body.as_str()),
+                    response.map(|x| x.body.as_slice()),
                     next.created_at,
                     next.expires_at,
                     i64::from(next.lookups),

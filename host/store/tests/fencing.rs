@@ -166,7 +166,7 @@ fn perform(op: &str, spec: &Spec, store: &dyn Store) -> Report {
                 ("finished", finished_str(answer.finished)),
                 ("status", answer.status.to_string()),
                 ("replayed", answer.replayed.to_string()),
-                ("body", answer.body),
+                ("body", answer.body_text().to_owned()),
                 ("headers", headers.join("; ")),
                 ("ran", ran.to_string()),
             ])
@@ -417,7 +417,7 @@ fn recovery_race(url: &str, what: &str) {
             (
                 record.status,
                 response.status,
-                response.body.as_str(),
+                response.body_text().unwrap(),
                 record.owner_token.as_str()
             ),
             (
@@ -519,7 +519,7 @@ fn superseded_owner(url: &str, what: &str) {
         (
             record.status,
             response.status,
-            response.body.as_str(),
+            response.body_text().unwrap(),
             record.owner_token.as_str()
         ),
         (
@@ -536,7 +536,7 @@ fn superseded_owner(url: &str, what: &str) {
         .run(&attempt(key, "fp"), NOW + 700, |_| panic!("must not run"))
         .unwrap();
     assert_eq!(
-        (again.status, again.replayed, again.body.as_str()),
+        (again.status, again.replayed, again.body_text()),
         (201, true, r#"{"paid_by":"recoverer"}"#)
     );
 }
@@ -862,7 +862,7 @@ fn fast_completion(url: &str, what: &str) {
             ),
             (
                 Status::Done,
-                Some(format!(r#"{{"n":{i}}}"#)),
+                Some(format!(r#"{{"n":{i}}}"#).into_bytes()),
                 Some(NOW + DEFAULT_TTL_SECONDS)
             ),
             "{what}: a fast completion is visible from a second store handle"
@@ -890,7 +890,7 @@ fn fast_completion(url: &str, what: &str) {
         })
         .unwrap();
     assert_eq!(
-        (replay.status, replay.replayed, replay.body.as_str()),
+        (replay.status, replay.replayed, replay.body_text()),
         (201, true, "child"),
         "{what}"
     );

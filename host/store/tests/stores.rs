@@ -83,11 +83,36 @@ fn outcomes(store: &dyn Store) {
             again.finished,
             again.status,
             again.replayed,
-            again.body.as_str()
+            again.body_text()
         ),
-        ("done", None, 201, true, a.body.as_str())
+        ("done", None, 201, true, a.body_text())
     );
     assert_eq!(dest.effects("k-a"), 1);
+    // A binary body (every byte value, a NUL, invalid UTF-8) and its
+    // headers come back byte for byte.
+    let pdf: Vec<u8> = b"%PDF-1.7\n"
+        .iter()
+        .copied()
+        .chain((0..=255u8).rev())
+        .collect();
+    let stored = Response::new(200, "application/pdf", pdf.clone())
+        .with_header("Content-Disposition", "attachment; filename=\"r.pdf\"");
+    let first = guard
+        .run(&attempt("k-pdf", "fp-pdf"), now, |_| stored.clone())
+        .unwrap();
+    let replay = guard
+        .run(&attempt("k-pdf", "fp-pdf"), now + 1, |_| unreachable!())
+        .unwrap();
+    assert_eq!(
+        (
+            first.replayed,
+            replay.replayed,
+            replay.content_type.as_str()
+        ),
+        (false, true, "application/pdf")
+    );
+    assert_eq!(replay.body, pdf, "a binary body replays byte for byte");
+    assert_eq!(replay.headers, stored.headers);
     // Same key, other payload: 422.
     let conflict = guard
         .run(&attempt("k-a", "fp-other"), now + 2, |k| dest.pay(k))

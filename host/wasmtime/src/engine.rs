@@ -87,7 +87,7 @@ impl WasmEngine {
             .any(|(name, _)| name.starts_with("intentkey:core/store"));
         let mismatch = |world: World, e: &wasmtime::Error| {
             HostError::Load(format!(
-                "the component does not match world {world} of intentkey:core@0.2.0 that this \
+                "the component does not match world {world} of intentkey:core@0.3.0 that this \
                  host was built for: {e:#} (rebuild it with `cargo xtask build-component`)"
             ))
         };
@@ -195,7 +195,7 @@ impl WasmEngine {
         }
     }
 
-    /// The component's import names, e.g. `intentkey:core/secrets@0.2.0`.
+    /// The component's import names, e.g. `intentkey:core/secrets@0.3.0`.
     pub fn import_names(&self) -> Vec<String> {
         self.component
             .component_type()
@@ -204,7 +204,7 @@ impl WasmEngine {
             .collect()
     }
 
-    /// The component's export names, e.g. `intentkey:core/keys@0.2.0`.
+    /// The component's export names, e.g. `intentkey:core/keys@0.3.0`.
     pub fn export_names(&self) -> Vec<String> {
         self.component
             .component_type()

@@ -10,10 +10,11 @@
 //!   means, what may be purged.
 //! - [`flow`]: the sans-I/O flows (claim, finish, recover, purge) and the
 //!   driver for synchronous stores.
-//! - [`problem`]: the HTTP answers for claims that do not run the effect.
 //! - [`schema`]: the one versioned SQL file every runtime applies.
 //!
-//! | situation | store state | [`ClaimOutcome`] | HTTP |
+//! The HTTP answer to each outcome, per profile, is [`crate::http`]'s.
+//!
+//! | situation | store state | [`ClaimOutcome`] | HTTP (`ietf`) |
 //! |---|---|---|---|
 //! | first time | absent | `Owned`: run the effect | — |
 //! | repeat after completion | `done` | `Done`: replay the stored response | stored |
@@ -43,7 +44,6 @@
 
 pub mod decide;
 pub mod flow;
-pub mod problem;
 pub mod record;
 pub mod schema;
 
@@ -57,7 +57,6 @@ pub use flow::{
     Flow, FlowError, MemoryClaims, Op, OpResult, PurgeFlow, RecoverFlow, Recovered, RecoveryRules,
     Release, Replacement, Step, CLAIM_TRIES,
 };
-pub use problem::{http_answer, missing_key_answer, HttpAnswer};
 pub use record::{
     done_expiry, owner_token, owner_token_from_slice, Attempt, Record, Response, Status,
     DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES,

@@ -64,19 +64,35 @@ pub struct Response {
     pub content_type: String,
     /// Replayable headers (`Location`, …), in order, as (name, value).
     pub headers: Vec<(String, String)>,
-    /// The body, as text.
-    pub body: String,
+    /// The body, as bytes: replayed byte for byte, text or binary.
+    pub body: Vec<u8>,
 }
 
 impl Response {
-    /// A JSON response with no extra headers.
-    pub fn json(status: u16, body: impl Into<String>) -> Self {
+    /// A response with a media type and a body of any bytes.
+    ///
+    /// ```
+    /// use intentkey::claim::Response;
+    /// let pdf = Response::new(200, "application/pdf", b"%PDF-1.7\n\x00\xff".to_vec());
+    /// assert_eq!((pdf.body.len(), pdf.body_text()), (11, None));
+    /// ```
+    pub fn new(status: u16, content_type: impl Into<String>, body: impl Into<Vec<u8>>) -> Self {
         Response {
             status,
-            content_type: "application/json".into(),
+            content_type: content_type.into(),
             headers: Vec::new(),
             body: body.into(),
         }
+    }
+
+    /// A JSON response with no extra headers.
+    pub fn json(status: u16, body: impl Into<String>) -> Self {
+        Response::new(status, "application/json", body.into().into_bytes())
+    }
+
+    /// The body as text, when it is UTF-8.
+    pub fn body_text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.body).ok()
     }
 
     /// The same response with one more replayable header.

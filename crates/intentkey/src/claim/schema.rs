@@ -16,7 +16,7 @@
 pub const SCHEMA_SQL: &str = include_str!("../../schema/intentkey.sql");
 
 /// The latest schema version (the highest `-- migration N` in the file).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The PostgreSQL advisory lock every intentkey migration holds
 /// (`pg_advisory_xact_lock`), in every runtime.

@@ -53,6 +53,10 @@
 //! | `https://intentkey.dev/problems/idempotency-key-too-long` | 400 | longer than 255 characters |
 //! | `https://intentkey.dev/problems/idempotency-key-reused` | 422 | the key was first used with another request |
 //! | `https://intentkey.dev/problems/request-in-flight` | 409 | the first request with the key has not finished |
+//! | `https://intentkey.dev/problems/request-body-invalid` | 400 | a JSON body that does not parse |
+//! | `https://intentkey.dev/problems/request-too-large` | 413 | a body larger than [`Options::max_body_bytes`] |
+//! | `https://intentkey.dev/problems/outcome-unknown` | 500 | the handler failed; the record stays in flight for recovery |
+//! | `https://intentkey.dev/problems/store-unavailable` | 503 | the store could not be reached; nothing was done (`Retry-After`) |
 //!
 //! The `stripe` bodies are `{"error":{"type":…,"message":…}}` (Stripe's
 //! `invalid_request_error` for a bad key, `idempotency_error` otherwise);
@@ -105,6 +109,7 @@
 //! ```
 
 pub mod body;
+pub mod endpoint;
 pub mod fingerprint;
 pub mod header;
 pub mod profile;
@@ -112,12 +117,15 @@ pub mod reply;
 pub mod storage_key;
 
 pub use body::{canonical_body, canonical_json, BodyKind};
+pub use endpoint::{Admission, Endpoint, Incoming};
 pub use fingerprint::{
     request_fingerprint, request_fingerprint_material, Request, RequestFingerprint,
     REQUEST_FINGERPRINT_LABEL,
 };
 pub use header::{ClientKey, KeyError, KeyErrorReason};
-pub use profile::{Options, Profile, DEFAULT_REPLAY_HEADERS, DEFAULT_RETRY_AFTER_SECONDS};
+pub use profile::{
+    Options, Profile, DEFAULT_MAX_BODY_BYTES, DEFAULT_REPLAY_HEADERS, DEFAULT_RETRY_AFTER_SECONDS,
+};
 pub use reply::{Reply, PROBLEM_TYPE_BASE, REPLAYED_HEADER};
 pub use storage_key::{storage_key, storage_key_material, CLIENT_KEY_LABEL};
 

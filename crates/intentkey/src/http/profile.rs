@@ -78,6 +78,9 @@ impl std::fmt::Display for Profile {
 /// seconds, by default.
 pub const DEFAULT_RETRY_AFTER_SECONDS: u32 = 1;
 
+/// The default [`Options::max_body_bytes`]: 1 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
+
 /// The stored response headers a replay restores by default.
 pub const DEFAULT_REPLAY_HEADERS: [&str; 2] = ["Location", "Content-Type"];
 
@@ -108,6 +111,12 @@ pub struct Options {
     /// server adds). Hop-by-hop headers, `Content-Length` and
     /// `Idempotent-Replayed` are never replayed, even if listed.
     pub replay_headers: Vec<String>,
+    /// Whether a request without a key is refused (400, the default) or
+    /// runs its handler unguarded ([`Admission::Unguarded`](super::Admission::Unguarded)).
+    pub key_required: bool,
+    /// The largest body fingerprinted, in bytes ([`DEFAULT_MAX_BODY_BYTES`]);
+    /// a larger one is answered 413 and runs nothing.
+    pub max_body_bytes: u64,
 }
 
 impl Options {
@@ -118,6 +127,8 @@ impl Options {
             accept_bare_token: false,
             retry_after_seconds: DEFAULT_RETRY_AFTER_SECONDS,
             replay_headers: DEFAULT_REPLAY_HEADERS.map(String::from).to_vec(),
+            key_required: true,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
     }
 }

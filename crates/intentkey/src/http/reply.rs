@@ -3,6 +3,7 @@
 
 use crate::canonical::write_str;
 use crate::claim::{ClaimOutcome, Response};
+use crate::error::Error;
 
 use super::header::{KeyError, KeyErrorReason};
 use super::profile::{Options, Profile};
@@ -70,10 +71,19 @@ impl Reply {
 
 /// Why the handler does not run.
 #[derive(Clone, Copy)]
-enum Refusal<'a> {
+pub(crate) enum Refusal<'a> {
     Key(&'a KeyError),
     InFlight,
     PayloadConflict,
+    /// The body does not parse as its media type says (400).
+    Body(&'a Error),
+    /// The body is larger than the limit, in bytes (413).
+    TooLarge(u64),
+    /// The store could not be reached (503, `Retry-After`).
+    Unavailable,
+    /// The handler failed (threw, crashed, timed out): its outcome is
+    /// unknown and the record stays in flight for recovery (500).
+    Failed,
 }
 
 impl Options {
@@ -143,7 +153,7 @@ impl Options {
         Reply {
             status: response.status,
             headers,
-            body: response.body.as_bytes().to_vec(),
+            body: response.body.clone(),
         }
     }
 
@@ -165,13 +175,13 @@ impl Options {
         self.refuse(Refusal::Key(error), now)
     }
 
-    fn refuse(&self, refusal: Refusal<'_>, now: i64) -> Reply {
+    pub(crate) fn refuse(&self, refusal: Refusal<'_>, now: i64) -> Reply {
         let mut reply = match self.profile {
             Profile::Ietf => ietf(refusal),
             Profile::Stripe => stripe(refusal),
             Profile::Ofb => ofb(refusal, now),
         };
-        if matches!(refusal, Refusal::InFlight) {
+        if matches!(refusal, Refusal::InFlight | Refusal::Unavailable) {
             reply
                 .headers
                 .push(("Retry-After".into(), self.retry_after_seconds.to_string()));
@@ -182,6 +192,7 @@ impl Options {
 
 /// RFC 9457 problem details.
 fn ietf(refusal: Refusal<'_>) -> Reply {
+    let too_large = too_large_detail(refusal);
     let (status, slug, title, detail) = match refusal {
         Refusal::Key(error) => (
             400,
@@ -205,6 +216,30 @@ fn ietf(refusal: Refusal<'_>) -> Reply {
             "Idempotency-Key is already used",
             "This key was first used with a different request. Send that request again unchanged, or use a new key for a new request.",
         ),
+        Refusal::Body(error) => (
+            400,
+            "request-body-invalid",
+            "The request body is not valid",
+            error.message(),
+        ),
+        Refusal::TooLarge(_) => (
+            413,
+            "request-too-large",
+            "The request body is too large",
+            &*too_large,
+        ),
+        Refusal::Unavailable => (
+            503,
+            "store-unavailable",
+            "The idempotency store is unavailable",
+            "Nothing was done. Retry after the Retry-After delay with the same key and the same request.",
+        ),
+        Refusal::Failed => (
+            500,
+            "outcome-unknown",
+            "The request failed and its outcome is unknown",
+            "The server could not tell whether the request took effect. Retrying with the same key answers 409 until the server has settled it; it will not run twice.",
+        ),
     };
     let mut body = Vec::with_capacity(256);
     body.extend_from_slice(b"{\"type\":");
@@ -219,6 +254,7 @@ fn ietf(refusal: Refusal<'_>) -> Reply {
 
 /// Stripe's error object.
 fn stripe(refusal: Refusal<'_>) -> Reply {
+    let too_large = too_large_detail(refusal);
     let (status, kind, code, message) = match refusal {
         Refusal::Key(error) => (400, "invalid_request_error", None, error.message()),
         Refusal::InFlight => (
@@ -232,6 +268,20 @@ fn stripe(refusal: Refusal<'_>) -> Reply {
             "idempotency_error",
             None,
             "Keys for idempotent requests can only be used with the same parameters they were first used with. Send the original request again, or use a new key for a different request.",
+        ),
+        Refusal::Body(error) => (400, "invalid_request_error", None, error.message()),
+        Refusal::TooLarge(_) => (413, "invalid_request_error", None, &*too_large),
+        Refusal::Unavailable => (
+            503,
+            "api_error",
+            None,
+            "The idempotency store is unavailable and nothing was done. Retry after the Retry-After delay with the same key.",
+        ),
+        Refusal::Failed => (
+            500,
+            "api_error",
+            None,
+            "The request failed and its outcome is unknown. Retrying with the same key will not run it twice.",
         ),
     };
     let mut body = Vec::with_capacity(256);
@@ -282,6 +332,30 @@ fn ofb(refusal: Refusal<'_>, now: i64) -> Reply {
             "Erro de idempotência.",
             "O conteúdo da requisição diverge do conteúdo associado a esta chave de idempotência (x-idempotency-key).",
         ),
+        Refusal::Body(_) => (
+            400,
+            "PARAMETRO_INVALIDO",
+            "Parâmetro inválido.",
+            "O corpo da requisição não é válido para o seu Content-Type: envie um JSON válido.",
+        ),
+        Refusal::TooLarge(_) => (
+            413,
+            "TAMANHO_EXCEDIDO",
+            "Requisição muito grande.",
+            "O corpo da requisição excede o tamanho máximo aceito.",
+        ),
+        Refusal::Unavailable => (
+            503,
+            "SERVICO_INDISPONIVEL",
+            "Serviço indisponível.",
+            "Nada foi executado: tente novamente após o tempo indicado em Retry-After, com a mesma chave.",
+        ),
+        Refusal::Failed => (
+            500,
+            "ERRO_INTERNO",
+            "Erro interno.",
+            "Não foi possível saber se a requisição teve efeito. Uma nova tentativa com a mesma chave não a executará duas vezes.",
+        ),
     };
     let mut body = Vec::with_capacity(384);
     body.extend_from_slice(b"{\"errors\":[{\"code\":");
@@ -294,6 +368,16 @@ fn ofb(refusal: Refusal<'_>, now: i64) -> Reply {
     write_str(&mut body, &rfc3339_utc(now));
     body.extend_from_slice(b"}}");
     Reply::json(status, "application/json", body)
+}
+
+/// The detail of a 413 (empty for other refusals).
+fn too_large_detail(refusal: Refusal<'_>) -> String {
+    match refusal {
+        Refusal::TooLarge(limit) => format!(
+            "The request body is larger than {limit} bytes, the most this endpoint reads. Nothing was done."
+        ),
+        _ => String::new(),
+    }
 }
 
 /// `now` (seconds since the Unix epoch) as RFC 3339 UTC, `YYYY-MM-DDThh:mm:ssZ`,

@@ -1,0 +1,131 @@
+//! The `http` export: one endpoint resource over the core's HTTP rules.
+
+use crate::bindings::exports::intentkey::core::http::{self as wit, GuestEndpoint};
+use crate::bindings::intentkey::core::secrets;
+use crate::bindings::intentkey::core::types as t;
+use crate::convert::{outcome_in, wit_error};
+use crate::Component;
+use intentkey::http as core;
+use intentkey::{Policy, Secret};
+
+/// One server's HTTP rules, held by the guest for the resource's life.
+pub(crate) struct Endpoint(core::Endpoint);
+
+fn profile_in(p: wit::Profile) -> core::Profile {
+    match p {
+        wit::Profile::Ietf => core::Profile::Ietf,
+        wit::Profile::Stripe => core::Profile::Stripe,
+        wit::Profile::Ofb => core::Profile::Ofb,
+    }
+}
+
+fn profile_out(p: core::Profile) -> wit::Profile {
+    match p {
+        core::Profile::Ietf => wit::Profile::Ietf,
+        core::Profile::Stripe => wit::Profile::Stripe,
+        core::Profile::Ofb => wit::Profile::Ofb,
+    }
+}
+
+fn options_in(o: wit::Options) -> core::Options {
+    core::Options {
+        profile: profile_in(o.profile),
+        accept_bare_token: o.accept_bare_token,
+        retry_after_seconds: o.retry_after_seconds,
+        replay_headers: o.replay_headers,
+        key_required: o.key_required,
+        max_body_bytes: o.max_body_bytes,
+    }
+}
+
+fn reply_out(r: core::Reply) -> wit::Reply {
+    wit::Reply {
+        status: r.status,
+        headers: r.headers,
+        body: r.body,
+    }
+}
+
+fn attempt_out(a: intentkey::claim::Attempt) -> t::Attempt {
+    t::Attempt {
+        key: a.key,
+        fingerprint: a.fingerprint,
+        tenant_id: a.tenant_id,
+        action_type: a.action_type,
+    }
+}
+
+impl wit::Guest for Component {
+    type Endpoint = Endpoint;
+
+    fn default_options(profile: wit::Profile) -> wit::Options {
+        let o = core::Options::new(profile_in(profile));
+        wit::Options {
+            profile: profile_out(o.profile),
+            accept_bare_token: o.accept_bare_token,
+            retry_after_seconds: o.retry_after_seconds,
+            replay_headers: o.replay_headers,
+            key_required: o.key_required,
+            max_body_bytes: o.max_body_bytes,
+        }
+    }
+}
+
+impl GuestEndpoint for Endpoint {
+    fn create(
+        secret_id: String,
+        options: wit::Options,
+        policies: Vec<(String, String)>,
+    ) -> Result<wit::Endpoint, t::Error> {
+        let secret = Secret::new(secrets::get_secret(&secret_id)?).map_err(wit_error)?;
+        let mut endpoint = core::Endpoint::new(secret, options_in(options));
+        for (action, json) in policies {
+            let policy = Policy::from_json(&json).map_err(wit_error)?;
+            endpoint = endpoint.with_policy(&action, policy).map_err(wit_error)?;
+        }
+        Ok(wit::Endpoint::new(Endpoint(endpoint)))
+    }
+
+    fn header_name(&self) -> String {
+        self.0.header_name().to_owned()
+    }
+
+    fn admit(&self, request: wit::Request, now: i64) -> Result<wit::Admission, t::Error> {
+        let key_values: Vec<&str> = request.key_values.iter().map(String::as_str).collect();
+        let admission = self
+            .0
+            .admit(
+                &core::Incoming {
+                    tenant_id: &request.tenant_id,
+                    method: &request.method,
+                    route: &request.route,
+                    key_values: &key_values,
+                    content_type: request.content_type.as_deref(),
+                    body: &request.body,
+                },
+                now,
+            )
+            .map_err(wit_error)?;
+        Ok(match admission {
+            core::Admission::Guarded(attempt) => wit::Admission::Guarded(attempt_out(attempt)),
+            core::Admission::Unguarded => wit::Admission::Unguarded,
+            core::Admission::Refused(reply) => wit::Admission::Refused(reply_out(reply)),
+        })
+    }
+
+    fn answer(&self, outcome: t::ClaimOutcome, now: i64) -> Option<wit::Reply> {
+        self.0.answer(&outcome_in(outcome), now).map(reply_out)
+    }
+
+    fn too_large(&self, now: i64) -> wit::Reply {
+        reply_out(self.0.too_large(now))
+    }
+
+    fn unavailable(&self, now: i64) -> wit::Reply {
+        reply_out(self.0.unavailable(now))
+    }
+
+    fn failed(&self, now: i64) -> wit::Reply {
+        reply_out(self.0.failed(now))
+    }
+}
