@@ -515,10 +515,11 @@ def _get(rec: Any, name: str) -> Any:
     return getattr(rec, name.replace("_", "-"))
 
 
-def response(status: int, body: str, content_type: str = "application/json",
+def response(status: int, body: "str | bytes", content_type: str = "application/json",
              headers: Sequence[Tuple[str, str]] = ()) -> Record:
-    """A response as the component takes it."""
-    return _record(status=status, content_type=content_type, headers=list(headers), body=body)
+    """A response as the component takes it; a text body is encoded as UTF-8."""
+    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    return _record(status=status, content_type=content_type, headers=list(headers), body=data)
 
 
 def _lookup(answer: Any) -> Variant:

@@ -33,7 +33,7 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(self.guard.finish("k1", token, located, T0 + 1), "stored")
         again, _ = self.claim(now=T0 + 2)
         self.assertEqual(again.tag, "done")
-        self.assertEqual((again.payload.status, again.payload.body), (201, '{"id":"pay_1"}'))
+        self.assertEqual((again.payload.status, bytes(again.payload.body)), (201, b'{"id":"pay_1"}'))
         self.assertEqual(list(again.payload.headers), [("Location", "/payments/1")])
 
     def test_a_concurrent_repeat_and_another_payload(self):
@@ -69,7 +69,7 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(again.tag, "not-due", "the take-over restarted the claim's clock")
         self.assertEqual(self.guard.finish("k1", new_owner, ok('{"by":"recoverer"}'), T0 + 301), "stored")
         self.assertEqual(self.guard.finish("k1", owner, ok('{"by":"late owner"}'), T0 + 302), "superseded")
-        self.assertEqual(self.store.records["k1"].response.body, '{"by":"recoverer"}')
+        self.assertEqual(bytes(self.store.records["k1"].response.body), b'{"by":"recoverer"}')
 
     def test_unknown_never_re_executes(self):
         self.claim()
