@@ -21,7 +21,11 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, '..', 'dist');
 const targets = [
   { component: process.env.INTENTKEY_COMPONENT ?? join(dist, 'intentkey.wasm'), out: join(root, 'vendor') },
-  { component: process.env.INTENTKEY_PURE_COMPONENT ?? join(dist, 'intentkey-pure.wasm'), out: join(root, 'vendor', 'pure') },
+  {
+    component: process.env.INTENTKEY_PURE_COMPONENT ?? join(dist, 'intentkey-pure.wasm'),
+    out: join(root, 'vendor', 'pure'),
+    staticImports: true,
+  },
 ];
 
 for (const { component } of targets) {
@@ -41,7 +45,7 @@ if (!existsSync(jco)) {
 }
 
 rmSync(join(root, 'vendor'), { recursive: true, force: true });
-for (const { component, out } of targets) {
+for (const { component, out, staticImports } of targets) {
   mkdirSync(out, { recursive: true });
   const args = [
     jco,
@@ -80,6 +84,19 @@ for (const { component, out } of targets) {
     join(out, 'core-modules.js'),
     `// Written by scripts/build.mjs: the core modules jco emitted.\nexport const coreModules = ${JSON.stringify(cores)};\n`,
   );
+  if (staticImports) {
+    // The workerd entry (src/worker.js) imports the same modules statically: workerd
+    // (and bundlers with a CompiledWasm rule for .wasm, e.g. wrangler's) hands each
+    // static .wasm import over as a compiled WebAssembly.Module, and compiling bytes
+    // at run time is not allowed there.
+    const imports = cores.map((name, i) => `import m${i} from './${name}';\n`).join('');
+    const entries = cores.map((name, i) => `  [${JSON.stringify(name)}, m${i}],\n`).join('');
+    writeFileSync(
+      join(out, 'core-modules-static.js'),
+      `// Written by scripts/build.mjs: the core modules jco emitted, as static imports.\n${imports}` +
+        `export const compiledModules = new Map([\n${entries}]);\n`,
+    );
+  }
   const sizes = files.map((f) => `${f} ${statSync(join(out, f)).size} B`).join(', ');
   console.log(`build: ${relative(root, out)}/ from ${relative(root, component)}: ${sizes}`);
 }
