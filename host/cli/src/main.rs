@@ -9,6 +9,7 @@
 mod component;
 mod demo;
 mod derive_cmd;
+mod openapi_cmd;
 mod ops_cmd;
 
 use std::process::ExitCode;
@@ -44,6 +45,8 @@ enum Command {
     Recover(ops_cmd::RecoverArgs),
     /// Delete done records past their expiry (never in-flight ones).
     Purge(ops_cmd::StoreArg),
+    /// Print the OpenAPI fragment of a server's idempotency: key header, expiry policy, error shapes.
+    Openapi(openapi_cmd::OpenapiArgs),
     /// Compile the component ahead of time for this machine (loads in under a millisecond).
     Precompile {
         /// The component (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey-pure.wasm).
@@ -116,6 +119,10 @@ fn main() -> ExitCode {
         Command::Inspect(a) => print_json(ops_cmd::inspect_cmd(&a)),
         Command::Recover(a) => print_json(ops_cmd::recover_cmd(&a)),
         Command::Purge(a) => print_json(ops_cmd::purge_cmd(&a)),
+        Command::Openapi(a) => openapi_cmd::openapi_cmd(&a).map(|value| {
+            println!("{value:#}");
+            ExitCode::SUCCESS
+        }),
         Command::Precompile { component, out } => component::precompile(component.as_deref(), &out)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|m| CliError::new(ErrorCode::ComponentFailed, m)),

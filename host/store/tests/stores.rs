@@ -181,8 +181,8 @@ fn outcomes(store: &dyn Store) {
     assert_eq!(guard.purge(now + 50).unwrap(), 0);
     assert_eq!(
         guard.purge(now + 200).unwrap(),
-        3,
-        "k-a, k-b and k-c expired"
+        4,
+        "k-a, k-pdf, k-b and k-c expired"
     );
     assert_eq!(
         store.get("k-old").unwrap().unwrap().status,

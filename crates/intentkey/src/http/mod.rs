@@ -112,6 +112,7 @@ pub mod body;
 pub mod endpoint;
 pub mod fingerprint;
 pub mod header;
+pub mod openapi;
 pub mod profile;
 pub mod reply;
 pub mod storage_key;
