@@ -1,18 +1,20 @@
 // The core's claim, replay and recovery decisions (the WIT `claims` interface) for
 // JavaScript, and the conversions between JavaScript values and the WIT types that
 // the guard and the stores share. Every rule is in the Rust core
-// (`intentkey::claim`): what an attempt gets from an existing record, the 409/422/400
-// problem bodies, the outcome class of an effect's result, the TTL of done records,
-// the recovery backoff, what may be purged. This file only converts, refusing values
-// that jco would otherwise wrap or coerce silently (a status of 70000, a fractional
-// second, a lone surrogate that would become U+FFFD).
+// (`intentkey::claim`): what an attempt gets from an existing record, the outcome
+// class of an effect's result, the TTL of done records, the recovery backoff, what
+// may be purged (the HTTP answers are the `http` interface's: see endpoint.js).
+// This file only converts, refusing values that jco would otherwise wrap or coerce
+// silently (a status of 70000, a fractional second, a lone surrogate that would
+// become U+FFFD).
 //
 // The JavaScript record is the stored row in camelCase, with the stored status
 // spelling (`in_flight`, `done`, `needs_reconciliation`; see the schema file):
 //   { key, fingerprint, tenantId, actionType, status, ownerToken, response,
 //     createdAt, expiresAt, lookups, nextLookupAt }
 // A response is { status, contentType, headers, body }, headers a list of
-// [name, value] pairs. Times are whole seconds since the Unix epoch (numbers);
+// [name, value] pairs, body bytes: a Uint8Array in everything the package gives
+// back; a string given in is encoded as UTF-8. Times are whole seconds since the Unix epoch (numbers);
 // absent values are null. The WIT forms (what the stores hold and the component
 // takes) use the WIT status spelling, bigint times and undefined for none.
 
@@ -34,6 +36,11 @@ export const STATUSES = Object.freeze([...STATUS_TO_WIT.keys()]);
 
 /** No replayable headers (shared; jco only reads it). */
 export const NO_HEADERS = Object.freeze([]);
+
+/** An empty body. */
+export const NO_BYTES = new Uint8Array(0);
+
+const encoder = new TextEncoder();
 
 export const isWellFormed =
   typeof String.prototype.isWellFormed === 'function'
@@ -74,6 +81,29 @@ function optionalSecondsOut(value, what) {
   return value === undefined || value === null ? null : secondsOut(value, what);
 }
 
+/**
+ * A body as the WIT takes it (list<u8>): a Uint8Array as is (a Buffer is viewed
+ * as a plain Uint8Array, without a copy), a string encoded as UTF-8, any other
+ * ArrayBuffer view or an ArrayBuffer viewed as bytes.
+ * @param {unknown} body
+ * @param {string} what
+ * @returns {Uint8Array}
+ */
+export function bytesIn(body, what) {
+  if (body instanceof Uint8Array) {
+    return Object.getPrototypeOf(body) === Uint8Array.prototype
+      ? body
+      : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  }
+  if (typeof body === 'string') {
+    if (!isWellFormed(body)) throw new TypeError(`${what} is not well-formed Unicode (a lone surrogate)`);
+    return body.length === 0 ? NO_BYTES : encoder.encode(body);
+  }
+  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  throw new TypeError(`${what} must be bytes (a Uint8Array) or a string (sent as UTF-8)`);
+}
+
 export function u32(value, what) {
   if (!Number.isInteger(value) || value < 0 || value > U32_MAX) {
     throw new TypeError(`${what} must be a whole number from 0 to ${U32_MAX}`);
@@ -97,8 +127,9 @@ function headersIn(headers, what) {
 }
 
 /**
- * A response as the WIT takes it: `status` a u16, `contentType` and `body` text,
- * `headers` (optional) a list of [name, value] pairs.
+ * A response as the WIT takes it: `status` a u16, `contentType` text, `body` bytes
+ * (a Uint8Array, or a string sent as UTF-8), `headers` (optional) a list of
+ * [name, value] pairs.
  * @param {unknown} response
  * @param {string} [what]
  */
@@ -114,7 +145,7 @@ export function responseIn(response, what = 'the response') {
     status,
     contentType: text(contentType, `${what}.contentType`),
     headers: headersIn(headers, `${what}.headers`),
-    body: text(body, `${what}.body`),
+    body: bytesIn(body, `${what}.body`),
   };
 }
 
@@ -179,20 +210,25 @@ export function decisionOut(o) {
 
 const OUTCOMES = new Set(['owned', 'in-flight', 'done', 'payload-conflict']);
 
-/** { outcome, response? } -> WIT claim-outcome. */
-function decisionIn(decision) {
+/**
+ * A claim outcome -> WIT claim-outcome. Takes a decision as decideExisting gives
+ * it ({ outcome, response? }), its outcome alone ('owned', 'in-flight',
+ * 'payload-conflict'), or the WIT form itself ({ tag, val? }).
+ */
+export function decisionIn(decision) {
+  if (typeof decision === 'string' && decision !== 'done' && OUTCOMES.has(decision)) return { tag: decision };
+  if (decision !== null && typeof decision === 'object' && typeof decision.tag === 'string' && !('outcome' in decision)) {
+    decision = decision.tag === 'done' ? { outcome: 'done', response: decision.val } : { outcome: decision.tag };
+  }
   if (decision === null || typeof decision !== 'object' || !OUTCOMES.has(decision.outcome)) {
-    throw new TypeError(`a claim decision is { outcome: ${[...OUTCOMES].join(' | ')}, response? }`);
+    throw new TypeError(
+      `a claim outcome is { outcome: ${[...OUTCOMES].join(' | ')}, response? } (the response when done)`,
+    );
   }
   if (decision.outcome === 'done') {
     return { tag: 'done', val: responseIn(decision.response, 'the decision.response') };
   }
   return { tag: decision.outcome };
-}
-
-/** A WIT http-answer to { status, contentType, headers, body, replayed }. */
-export function answerOut(a) {
-  return { ...responseOut(a), replayed: a.replayed };
 }
 
 /** 'absent' | 'unknown' | { found: response } -> WIT lookup. */
@@ -288,17 +324,6 @@ export function createClaims(callClaims) {
       const r = recordIn(existing, 'the existing record');
       const fp = text(fingerprint, 'fingerprint');
       return decisionOut(callClaims((c) => c.decideExisting(r, fp)));
-    },
-    /** The HTTP answer for a decision; null when the attempt owns the effect. */
-    answerFor(decision) {
-      const o = decisionIn(decision);
-      const a = callClaims((c) => c.answerFor(o));
-      return a === undefined || a === null ? null : answerOut(a);
-    },
-    /** The 400 problem answer when the key is missing from `header`. */
-    missingKeyAnswer(header) {
-      const h = text(header, 'header');
-      return answerOut(callClaims((c) => c.missingKeyAnswer(h)));
     },
     /** The outcome class of an effect's result: 'terminal' | 'released' | 'ambiguous'. */
     classify(effect, rulesValue = rules()) {

@@ -6,30 +6,10 @@
 // and in world `intentkey` the store and the destination) and turns the
 // component's errors into IntentkeyError.
 import { createClaims } from './claims.js';
+import { endpointFactory } from './endpoint.js';
+import { IntentkeyError, IntentkeyTrapError } from './errors.js';
 
-/** An error the intentkey core reported: a stable WIT error code and the field at fault. */
-export class IntentkeyError extends Error {
-  /**
-   * @param {string} code kebab-case WIT error code, e.g. "unclassified-fields"
-   * @param {string} message what was wrong and what to do (never a secret)
-   * @param {string | undefined} [field] the field or policy path at fault
-   * @param {{ cause?: unknown }} [options] e.g. the driver error behind a store error
-   */
-  constructor(code, message, field, options) {
-    super(message, options);
-    this.name = 'IntentkeyError';
-    this.code = code;
-    this.field = field;
-  }
-}
-
-/** The component trapped: a bug in intentkey. The instance it ran in is discarded. */
-export class IntentkeyTrapError extends Error {
-  constructor(message, options) {
-    super(message, options);
-    this.name = 'IntentkeyTrapError';
-  }
-}
+export { IntentkeyError, IntentkeyTrapError };
 
 const I64_MIN = -(2n ** 63n);
 const I64_MAX = 2n ** 63n - 1n;
@@ -46,11 +26,14 @@ const isWellFormed =
  *   instantiate: Function,
  *   getCoreModule: (name: string) => WebAssembly.Module,
  *   world: 'intentkey' | 'pure',
+ *   prepare?: (options?: object) => Promise<void>,
  * }} component jco's `instantiate` (sync mode); a synchronous way to get each
  *   compiled core module (cached by the caller); the component's world: `intentkey`
- *   imports a store and a destination and exports `guard`, `pure` does neither
+ *   imports a store and a destination and exports `guard`, `pure` does neither;
+ *   `prepare`, when the entry can compile the core modules ahead of use: it
+ *   compiles them asynchronously (what `init()` awaits)
  */
-export function createApi({ instantiate, getCoreModule, world }) {
+export function createApi({ instantiate, getCoreModule, world, prepare }) {
   if (world !== 'intentkey' && world !== 'pure') throw new TypeError(`unknown component world ${world}`);
   let current = null;
   let secretSeq = 0;
@@ -214,7 +197,7 @@ export function createApi({ instantiate, getCoreModule, world }) {
     const imports = {};
     for (const [name, value] of Object.entries(interfaces)) {
       imports[`intentkey:core/${name}`] = value;
-      imports[`intentkey:core/${name}@0.2.0`] = value;
+      imports[`intentkey:core/${name}@0.3.0`] = value;
     }
     const root = instantiate(getCoreModule, imports);
     return {
@@ -223,9 +206,10 @@ export function createApi({ instantiate, getCoreModule, world }) {
       schema: root.schema,
       flows: root.flows,
       guard: root.guard,
+      http: root.http,
       secretStore,
       poisoned: false,
-      answers: new Map(),
+      answers: null,
     };
   }
 
@@ -326,15 +310,33 @@ export function createApi({ instantiate, getCoreModule, world }) {
     return callOn(inst, (i) => fn(i.schema));
   }
 
-  /** The core's HTTP answer for a claim outcome without a payload (in-flight, payload-conflict), cached per instance. */
-  function answerFor(tag) {
-    const inst = instance();
-    let answer = inst.answers.get(tag);
-    if (answer === undefined) {
-      answer = callOn(inst, (i) => i.claims.answerFor({ tag }));
-      inst.answers.set(tag, answer);
+  /**
+   * Runs fn with `secret` known to the instance's `secrets` import under a fresh
+   * id, for a resource that copies it (a keyer, an endpoint); the package keeps no
+   * copy: the id is forgotten and the bytes zeroed afterwards.
+   */
+  function withSecret(inst, secret, fn) {
+    const secretId = `secret-${++secretSeq}`;
+    inst.secretStore.set(secretId, secret);
+    try {
+      return fn(secretId);
+    } finally {
+      inst.secretStore.delete(secretId);
+      secret.fill(0);
     }
-    return answer;
+  }
+
+  const createEndpoint = endpointFactory({ instance, callOn, withSecret, secretBytes });
+
+  /**
+   * The endpoint whose answers the guard gives when no endpoint is configured:
+   * the `ietf` profile's defaults, one per instance. Its secret is random and
+   * never used (answers need none; keys and fingerprints come from elsewhere).
+   */
+  function defaultAnswers() {
+    const inst = instance();
+    inst.answers ??= createEndpoint({ secret: randomBytes(32) });
+    return inst.answers;
   }
 
   /** A fresh owner token (32 hex): 16 random bytes through the core's owner-token. */
@@ -343,7 +345,7 @@ export function createApi({ instantiate, getCoreModule, world }) {
     return rawClaims((c) => c.ownerToken(bytes));
   }
 
-  const internal = Object.freeze({ driving, flow, rawClaims, rawSchema, answerFor, ownerToken, world });
+  const internal = Object.freeze({ driving, flow, rawClaims, rawSchema, defaultAnswers, ownerToken, world });
 
   class Keyer {
     #inst;
@@ -454,16 +456,9 @@ export function createApi({ instantiate, getCoreModule, world }) {
     const secret = secretBytes(options.secret);
     const policyJson = policyText(options.policy);
     const inst = instance();
-    const secretId = `secret-${++secretSeq}`;
-    inst.secretStore.set(secretId, secret);
-    try {
-      const resource = call(inst, (keys) => keys.Keyer.create(policyJson, secretId));
-      return new Keyer(inst, resource);
-    } finally {
-      // The guest copied the bytes into the keyer resource; keep no copy here.
-      inst.secretStore.delete(secretId);
-      secret.fill(0);
-    }
+    // The guest copies the bytes into the keyer resource; no copy stays here.
+    const resource = withSecret(inst, secret, (secretId) => call(inst, (keys) => keys.Keyer.create(policyJson, secretId)));
+    return new Keyer(inst, resource);
   }
 
   function newUuidKey() {
@@ -521,7 +516,36 @@ export function createApi({ instantiate, getCoreModule, world }) {
   // `claims` interface), on the current instance.
   const claims = createClaims(rawClaims);
 
-  return { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims, internal };
+  let ready = null;
+  /**
+   * Compiles the component's core modules asynchronously (where the entry can)
+   * and instantiates the component, so that the first call does not block the
+   * event loop compiling. Idempotent. Without it, the first call compiles
+   * synchronously.
+   * @param {object} [options] passed to the entry's compiler
+   */
+  function init(options) {
+    ready ??= (async () => {
+      if (prepare !== undefined) await prepare(options);
+      instance();
+    })().catch((e) => {
+      ready = null; // a failed init (a missing file, say) may be retried
+      throw e;
+    });
+    return ready;
+  }
+
+  return {
+    createKeyer,
+    createEndpoint,
+    newUuidKey,
+    uuidKey,
+    answerLines,
+    unreadableLineAnswer,
+    claims,
+    init,
+    internal,
+  };
 }
 
 function hostError(code, field, message) {

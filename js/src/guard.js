@@ -10,7 +10,13 @@
 //     flow with the result, until it is done.
 // Recovery always uses the `flows` resource, so the destination look-up may be
 // asynchronous; `recoverSync` drives the `guard` export instead, with a
-// synchronous look-up served through the component's `gateway` import.
+// synchronous look-up served through the component's `gateway` import. Over the
+// pure component (browsers, workerd), which has no `guard` export, every store is
+// driven through the flows.
+//
+// The answers an attempt that does not own the effect gets (409 in flight, 422
+// another payload) are the core's HTTP answers: the configured endpoint's
+// (`createGuard({ endpoint })`) or the `ietf` profile's defaults.
 //
 // What the guard decides itself is only what the effect reported: a returned
 // response is `answered`; a thrown error with a well-formed `response` is
@@ -18,10 +24,8 @@
 // (nothing happened: released); any other throw is `failed` (ambiguous: the
 // record stays in flight). The core classifies that result under the rules
 // (429 and 503 answers release by default) and finishes the record.
-import { internal, claims } from './node-core.js';
-import { IntentkeyError } from './core.js';
+import { IntentkeyError } from './errors.js';
 import {
-  NO_HEADERS,
   STATUS_FROM_WIT,
   STATUS_TO_WIT,
   isWellFormed,
@@ -33,7 +37,13 @@ import {
   secondsOut,
   u32,
 } from './claims.js';
-import { TRUSTED } from './stores/schema.js';
+import { TRUSTED } from './stores/trusted.js';
+
+/**
+ * What the HTTP pipeline (http/pipeline.js) uses of a guard: the claim and the
+ * finish of the one flow, without an effect in between. Not public API.
+ */
+export const PIPELINE = Symbol('intentkey.pipeline');
 
 /** Whole seconds now, the default clock. */
 const systemNow = () => Math.floor(Date.now() / 1000);
@@ -43,9 +53,22 @@ const FAILED = Object.freeze({ tag: 'failed' });
 const UNKNOWN = Object.freeze({ tag: 'unknown' });
 const OPS = ['insert', 'get', 'complete', 'replace', 'release', 'list', 'purge'];
 
-/** A JSON response for an effect to return or to attach to a thrown error. */
+const encoder = new TextEncoder();
+
+/** A JSON response (its body UTF-8 bytes) for an effect to return or to attach to a thrown error. */
 export function jsonResponse(status, value, headers) {
-  return { status, contentType: 'application/json', headers: headers ?? [], body: JSON.stringify(value) };
+  return { status, contentType: 'application/json', headers: headers ?? [], body: encoder.encode(JSON.stringify(value)) };
+}
+
+/** A core reply ({ status, headers, body }) as a response: Content-Type apart, the other headers in order. */
+function replyResponse(reply) {
+  let contentType = '';
+  const headers = [];
+  for (const [name, value] of reply.headers) {
+    if (contentType === '' && name.toLowerCase() === 'content-type') contentType = value;
+    else headers.push([name, value]);
+  }
+  return { status: reply.status, contentType, headers, body: reply.body };
 }
 
 /**
@@ -196,398 +219,413 @@ function checkedStore(store) {
 }
 
 /**
- * @param {{
- *   store: object,
- *   keyer?: object,
- *   ttlSeconds?: number,
- *   releaseStatuses?: number[],
- *   fastCompletion?: boolean,
- *   staleAfterSeconds?: number,
- *   now?: () => number,
- * }} options
+ * Makes `createGuard` over one API (see core.js): the Node entry's (the full
+ * component) or a pure one's.
+ * @param {{ internal: any, claims: any }} api
  */
-export function createGuard(options = {}) {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError(
-      'createGuard takes { store, keyer?, ttlSeconds?, releaseStatuses?, fastCompletion?, staleAfterSeconds?, now? }',
-    );
-  }
-  const { keyer } = options;
-  const given = options.store;
-  for (const op of OPS) {
-    if (given === null || typeof given !== 'object' || typeof given[op] !== 'function') {
+export function guardFactory({ internal, claims }) {
+  /**
+   * @param {{
+   *   store: object,
+   *   keyer?: object,
+   *   endpoint?: object,
+   *   ttlSeconds?: number,
+   *   releaseStatuses?: number[],
+   *   fastCompletion?: boolean,
+   *   staleAfterSeconds?: number,
+   *   now?: () => number,
+   * }} options
+   */
+  return function createGuard(options = {}) {
+    if (options === null || typeof options !== 'object') {
       throw new TypeError(
-        `createGuard: the store must have ${op}() (memoryStore, sqliteStore, pgStore, or the seven WIT store operations)`,
+        'createGuard takes { store, keyer?, endpoint?, ttlSeconds?, releaseStatuses?, fastCompletion?, staleAfterSeconds?, now? }',
       );
     }
-  }
-  const store = given[TRUSTED] === true ? given : checkedStore(given);
-  const sync = store.synchronous === true;
-  const clock = options.now ?? systemNow;
-  if (typeof clock !== 'function') throw new TypeError('now must be a function returning whole seconds');
-  const now = () => seconds(clock(), 'now()');
-  const defaults = claims.defaultRules();
-  const ruleValues = {
-    ttlSeconds: options.ttlSeconds === undefined ? defaults.ttlSeconds : seconds(options.ttlSeconds, 'ttlSeconds'),
-    releaseStatuses: options.releaseStatuses ?? defaults.releaseStatuses,
-    fastCompletion: options.fastCompletion ?? defaults.fastCompletion,
-  };
-  const rules = rulesIn(ruleValues, 'the guard options');
-  const staleAfterSeconds =
-    options.staleAfterSeconds === undefined
-      ? claims.defaultStaleAfterSeconds()
-      : seconds(options.staleAfterSeconds, 'staleAfterSeconds');
-
-  function needKeyer(what) {
-    if (keyer === undefined || keyer === null) {
-      throw new TypeError(`createGuard needs a keyer to ${what}: createGuard({ store, keyer: createKeyer(...) })`);
+    const { keyer } = options;
+    const endpoint = options.endpoint ?? null;
+    if (endpoint !== null && (typeof endpoint !== 'object' || typeof endpoint.answer !== 'function')) {
+      throw new TypeError('createGuard: endpoint must be one createEndpoint() made');
     }
-    return keyer;
-  }
-
-  /** The WIT attempt of a run() input. */
-  function attemptOf(input) {
-    if (input === null || typeof input !== 'object') {
-      throw new TypeError('run() takes { intent } or { key, tenantId, actionType, fingerprint | payload }');
-    }
-    if (input.intent !== undefined) {
-      const k = needKeyer('derive keys from intents');
-      const { intent } = input;
-      return {
-        key: k.derive(intent),
-        fingerprint: k.fingerprint(intent.tenantId, intent.actionType, intent.payload),
-        tenantId: intent.tenantId,
-        actionType: intent.actionType,
-      };
-    }
-    const key = nonEmpty(input.key, 'key');
-    const tenantId = nonEmpty(input.tenantId, 'tenantId');
-    const actionType = nonEmpty(input.actionType, 'actionType');
-    let { fingerprint } = input;
-    if (fingerprint === undefined) {
-      if (input.payload === undefined) throw new TypeError('run() needs a fingerprint or the payload to take it of');
-      fingerprint = needKeyer('fingerprint payloads').fingerprint(tenantId, actionType, input.payload);
-    }
-    return { key, fingerprint: nonEmpty(fingerprint, 'fingerprint'), tenantId, actionType };
-  }
-
-  /** Performs one operation of a flow on the store (awaited), or asks the destination. */
-  async function perform(op, ask) {
-    if (op.tag === 'ask') {
-      if (ask === undefined) throw new Error('intentkey: the core asked the destination outside a recovery (a bug)');
-      return { tag: 'answered', val: await ask(op.val) };
-    }
-    try {
-      switch (op.tag) {
-        case 'insert':
-          return { tag: 'inserted', val: await store.insert(op.val) };
-        case 'get':
-          return { tag: 'got', val: (await store.get(op.val)) ?? undefined };
-        case 'complete':
-          return { tag: 'written', val: await store.complete(op.val) };
-        case 'replace':
-          return { tag: 'written', val: await store.replace(op.val) };
-        case 'release':
-          return { tag: 'written', val: await store.release(op.val) };
-        case 'list':
-          return { tag: 'listed', val: await store.list(op.val.status, op.val.limit) };
-        case 'purge':
-          return { tag: 'purged', val: await store.purge(op.val) };
-        default:
-          throw new Error(`intentkey: the core asked for an unknown store operation ${op.tag} (a bug)`);
-      }
-    } catch (e) {
-      throw storeFailure(e);
-    }
-  }
-
-  /** Drives one flow of the `flows` resource to its end: the core sequences, this performs. */
-  async function drive(create, ask) {
-    const flow = internal.flow(create);
-    try {
-      let step = flow.start();
-      while (step.tag === 'io') step = flow.resume(await perform(step.val, ask));
-      return step.val;
-    } finally {
-      flow.drop();
-    }
-  }
-
-  /** Claims `attempt` at `t`: { outcome (WIT claim-outcome), ownerToken }. */
-  async function claim(attempt, t) {
-    if (sync) return internal.driving(store, null, (g) => g.claim(attempt, t));
-    const ownerToken = internal.ownerToken();
-    const out = await drive((Flow) => Flow.claim(attempt, ownerToken, t));
-    return { outcome: out.val, ownerToken };
-  }
-
-  /** Finishes an owned attempt by its outcome class: 'stored' | 'released' | 'left-in-flight' | 'superseded'. */
-  async function finish(key, ownerToken, result) {
-    const t = now();
-    if (sync) return internal.driving(store, null, (g) => g.finish(key, ownerToken, result.wit, t, rules));
-    const out = await drive((Flow) => Flow.finish(key, ownerToken, result.wit, t, rules));
-    return out.val;
-  }
-
-  /** The owner's answer after finishing; rethrows when there is no response to give. */
-  function ownedResult(key, result, finished) {
-    if (result.response === null) throw result.error;
-    const out = { outcome: 'owned', response: result.response, replayed: false, key, finished };
-    if (result.error !== undefined) out.error = result.error;
-    return out;
-  }
-
-  /** What an attempt that does not own the effect gets. */
-  function notOwned(outcome, key) {
-    if (outcome.tag === 'done') return { outcome: 'done', response: outcome.val, replayed: true, key };
-    // The core's problem answers (409, 422) are fixed texts: cached per instance.
-    const a = internal.answerFor(outcome.tag);
-    return {
-      outcome: outcome.tag,
-      response: { status: a.status, contentType: a.contentType, headers: NO_HEADERS, body: a.body },
-      replayed: a.replayed,
-      key,
-    };
-  }
-
-  /**
-   * Claims the key; the owner runs the effect and finishes the record; every
-   * other attempt gets the stored response or the core's 409/422.
-   */
-  async function run(input, effect) {
-    if (typeof effect !== 'function') throw new TypeError('run(input, effect): effect must be a function (key) => response');
-    const attempt = attemptOf(input);
-    const { key } = attempt;
-    if (sync) {
-      // The hot path: one component call to claim, the effect, one call to finish.
-      const t = now();
-      const claimed = internal.driving(store, null, (g) => g.claim(attempt, t));
-      const { outcome } = claimed;
-      if (outcome.tag !== 'owned') return notOwned(outcome, key);
-      let result;
-      try {
-        result = returned(await effect(key));
-      } catch (e) {
-        result = thrown(e);
-      }
-      const t2 = now();
-      const finished = internal.driving(store, null, (g) => g.finish(key, claimed.ownerToken, result.wit, t2, rules));
-      return ownedResult(key, result, finished);
-    }
-    const claimed = await claim(attempt, now());
-    const { outcome } = claimed;
-    if (outcome.tag !== 'owned') return notOwned(outcome, key);
-    const result = await runEffect(effect, key);
-    const finished = await finish(key, claimed.ownerToken, result);
-    return ownedResult(key, result, finished);
-  }
-
-  function recoveryRules(request) {
-    if (request === null || typeof request !== 'object') {
-      throw new TypeError('recover() takes { key, lookup, readYourWrites?, effect?, staleAfterSeconds? }');
-    }
-    const readYourWrites = request.readYourWrites ?? false;
-    if (typeof request.lookup !== 'function') throw new TypeError('recover(): lookup must be a function (key) => answer');
-    if (typeof readYourWrites !== 'boolean') throw new TypeError('readYourWrites must be a boolean');
-    if (readYourWrites && typeof request.effect !== 'function') {
-      throw new TypeError('recover(): a read-your-writes destination can answer absent; pass the effect to run again');
-    }
-    const stale =
-      request.staleAfterSeconds === undefined ? staleAfterSeconds : seconds(request.staleAfterSeconds, 'staleAfterSeconds');
-    return { staleAfter: BigInt(stale), readYourWrites, ttlSeconds: rules.ttlSeconds };
-  }
-
-  /** The JavaScript result of a WIT `recovered`. */
-  function recoveredOut(key, rec) {
-    switch (rec.tag) {
-      case 'missing':
-        return { outcome: 'missing', key };
-      case 'not-in-flight':
-        return { outcome: 'not-in-flight', key, status: STATUS_FROM_WIT.get(rec.val) };
-      case 'not-due':
-        return { outcome: 'not-due', key, dueAt: secondsOut(rec.val, 'dueAt') };
-      case 'applied':
-      case 'lost':
-        return { outcome: rec.tag, key, ...recoveryOut(rec.val) };
-      default:
-        throw new Error(`intentkey: the core answered an unknown recovery outcome ${rec.tag} (a bug)`);
-    }
-  }
-
-  /**
-   * Asks the destination about one in-flight record that has been stale for
-   * staleAfterSeconds and applies the core's decision; re-executes (with the same
-   * key, under the recovery's new owner token) only when the core says so.
-   */
-  async function recover(request) {
-    const rrules = recoveryRules(request);
-    const key = nonEmpty(request.key, 'key');
-    const { lookup, effect } = request;
-    const ask = async (k) => {
-      let answer;
-      try {
-        answer = await lookup(k);
-      } catch {
-        return UNKNOWN; // a look-up that fails (timeout, 5xx, network) could not tell
-      }
-      return lookupIn(answer);
-    };
-    const ownerToken = internal.ownerToken();
-    const t = now();
-    const out = await drive((Flow) => Flow.recover(key, ownerToken, t, rrules), ask);
-    const result = recoveredOut(key, out.val);
-    if (result.outcome === 'applied' && result.action === 're-execute') {
-      // The record is ours now, under the new token: run the effect again, same key.
-      const ran = await runEffect(effect, key);
-      const finished = await finish(key, ownerToken, ran);
-      if (ran.response === null) throw ran.error;
-      result.response = ran.response;
-      result.finished = finished;
-      if (ran.error !== undefined) result.error = ran.error;
-    }
-    return result;
-  }
-
-  /**
-   * recover() with a synchronous look-up (and, for a read-your-writes
-   * destination, a synchronous effect), for synchronous stores: one call of the
-   * component's `guard` export, which asks the destination through the `gateway`
-   * import. Returns the result itself, not a promise.
-   */
-  function recoverSync(request) {
-    if (!sync) throw new TypeError('recoverSync needs a synchronous store (memoryStore, sqliteStore); use recover()');
-    const rrules = recoveryRules(request);
-    const key = nonEmpty(request.key, 'key');
-    const { lookup, effect } = request;
-    let misuse = null;
-    const ask = (k) => {
-      let answer;
-      try {
-        answer = lookup(k);
-      } catch {
-        return UNKNOWN;
-      }
-      if (answer !== null && typeof answer === 'object' && typeof answer.then === 'function') {
-        answer.then(undefined, () => {});
-        misuse = new TypeError(
-          'recoverSync: the look-up returned a promise; it was counted as unknown. ' +
-            'Use recover() for asynchronous look-ups',
+    const given = options.store;
+    for (const op of OPS) {
+      if (given === null || typeof given !== 'object' || typeof given[op] !== 'function') {
+        throw new TypeError(
+          `createGuard: the store must have ${op}() (memoryStore, sqliteStore, pgStore, or the seven WIT store operations)`,
         );
-        return UNKNOWN;
       }
-      try {
-        return lookupIn(answer);
-      } catch (e) {
-        misuse = e;
-        return UNKNOWN;
-      }
+    }
+    const store = given[TRUSTED] === true ? given : checkedStore(given);
+    // The component's guard export drives synchronous stores; the pure component has none.
+    const sync = store.synchronous === true && internal.world === 'intentkey';
+    const clock = options.now ?? systemNow;
+    if (typeof clock !== 'function') throw new TypeError('now must be a function returning whole seconds');
+    const now = () => seconds(clock(), 'now()');
+    const defaults = claims.defaultRules();
+    const ruleValues = {
+      ttlSeconds: options.ttlSeconds === undefined ? defaults.ttlSeconds : seconds(options.ttlSeconds, 'ttlSeconds'),
+      releaseStatuses: options.releaseStatuses ?? defaults.releaseStatuses,
+      fastCompletion: options.fastCompletion ?? defaults.fastCompletion,
     };
-    const t = now();
-    const rec = internal.driving(store, ask, (g) => g.recover(key, t, rrules));
-    if (misuse !== null) throw misuse;
-    const result = recoveredOut(key, rec.outcome);
-    if (result.outcome === 'applied' && result.action === 're-execute') {
-      let ran;
+    const rules = rulesIn(ruleValues, 'the guard options');
+    const staleAfterSeconds =
+      options.staleAfterSeconds === undefined
+        ? claims.defaultStaleAfterSeconds()
+        : seconds(options.staleAfterSeconds, 'staleAfterSeconds');
+
+    function needKeyer(what) {
+      if (keyer === undefined || keyer === null) {
+        throw new TypeError(`createGuard needs a keyer to ${what}: createGuard({ store, keyer: createKeyer(...) })`);
+      }
+      return keyer;
+    }
+
+    /** The WIT attempt of a run() input. */
+    function attemptOf(input) {
+      if (input === null || typeof input !== 'object') {
+        throw new TypeError('run() takes { intent } or { key, tenantId, actionType, fingerprint | payload }');
+      }
+      if (input.intent !== undefined) {
+        const k = needKeyer('derive keys from intents');
+        const { intent } = input;
+        return {
+          key: k.derive(intent),
+          fingerprint: k.fingerprint(intent.tenantId, intent.actionType, intent.payload),
+          tenantId: intent.tenantId,
+          actionType: intent.actionType,
+        };
+      }
+      const key = nonEmpty(input.key, 'key');
+      const tenantId = nonEmpty(input.tenantId, 'tenantId');
+      const actionType = nonEmpty(input.actionType, 'actionType');
+      let { fingerprint } = input;
+      if (fingerprint === undefined) {
+        if (input.payload === undefined) throw new TypeError('run() needs a fingerprint or the payload to take it of');
+        fingerprint = needKeyer('fingerprint payloads').fingerprint(tenantId, actionType, input.payload);
+      }
+      return { key, fingerprint: nonEmpty(fingerprint, 'fingerprint'), tenantId, actionType };
+    }
+
+    /** Performs one operation of a flow on the store (awaited), or asks the destination. */
+    async function perform(op, ask) {
+      if (op.tag === 'ask') {
+        if (ask === undefined) throw new Error('intentkey: the core asked the destination outside a recovery (a bug)');
+        return { tag: 'answered', val: await ask(op.val) };
+      }
       try {
-        const value = effect(key);
-        if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
-          value.then(undefined, () => {});
-          ran = {
-            wit: FAILED,
-            response: null,
-            error: new TypeError(
-              'recoverSync: the effect returned a promise, so its outcome is unknown here and the record stays ' +
-                'in flight; use recover() for asynchronous effects',
-            ),
-          };
-        } else {
-          ran = returned(value);
+        switch (op.tag) {
+          case 'insert':
+            return { tag: 'inserted', val: await store.insert(op.val) };
+          case 'get':
+            return { tag: 'got', val: (await store.get(op.val)) ?? undefined };
+          case 'complete':
+            return { tag: 'written', val: await store.complete(op.val) };
+          case 'replace':
+            return { tag: 'written', val: await store.replace(op.val) };
+          case 'release':
+            return { tag: 'written', val: await store.release(op.val) };
+          case 'list':
+            return { tag: 'listed', val: await store.list(op.val.status, op.val.limit) };
+          case 'purge':
+            return { tag: 'purged', val: await store.purge(op.val) };
+          default:
+            throw new Error(`intentkey: the core asked for an unknown store operation ${op.tag} (a bug)`);
         }
       } catch (e) {
-        ran = thrown(e);
+        throw storeFailure(e);
       }
-      const finished = internal.driving(store, null, (g) => g.finish(key, rec.ownerToken, ran.wit, now(), rules));
-      if (ran.response === null) throw ran.error;
-      result.response = ran.response;
-      result.finished = finished;
-      if (ran.error !== undefined) result.error = ran.error;
     }
-    return result;
-  }
 
-  /** The keys of the in-flight records due a look-up now (at most `limit` read, oldest first). */
-  async function due(request = {}) {
-    const stale =
-      request.staleAfterSeconds === undefined ? staleAfterSeconds : seconds(request.staleAfterSeconds, 'staleAfterSeconds');
-    const limit = u32(request.limit ?? 1000, 'limit');
-    const t = now();
-    const out = await drive((Flow) => Flow.due(t, stale, limit));
-    return out.val;
-  }
-
-  /**
-   * recover() for every due in-flight record, oldest first. A record whose
-   * recovery throws is reported as { outcome: 'error', key, error } and the
-   * others go on.
-   */
-  async function recoverAll(request = {}) {
-    const keys = await due(request);
-    const results = [];
-    for (const key of keys) {
+    /** Drives one flow of the `flows` resource to its end: the core sequences, this performs. */
+    async function drive(create, ask) {
+      const flow = internal.flow(create);
       try {
-        results.push(await recover({ ...request, key }));
-      } catch (error) {
-        results.push({ outcome: 'error', key, error });
+        let step = flow.start();
+        while (step.tag === 'io') step = flow.resume(await perform(step.val, ask));
+        return step.val;
+      } finally {
+        flow.drop();
       }
     }
-    return results;
-  }
 
-  /** Deletes the done records expired now; returns how many. */
-  async function purge() {
-    const t = now();
-    if (sync) return Number(internal.driving(store, null, (g) => g.purge(t)));
-    const out = await drive((Flow) => Flow.purge(t));
-    return Number(out.val);
-  }
-
-  /** The record under `key` (stored spelling, numbers), or null. */
-  async function inspect(key) {
-    nonEmpty(key, 'key');
-    let r;
-    try {
-      r = await store.get(key);
-    } catch (e) {
-      throw storeFailure(e);
+    /** Claims `attempt` at `t`: { outcome (WIT claim-outcome), ownerToken }. */
+    async function claim(attempt, t) {
+      if (sync) return internal.driving(store, null, (g) => g.claim(attempt, t));
+      const ownerToken = internal.ownerToken();
+      const out = await drive((Flow) => Flow.claim(attempt, ownerToken, t));
+      return { outcome: out.val, ownerToken };
     }
-    return r === undefined || r === null ? null : recordOut(r);
-  }
 
-  /** The records with `status` (stored spelling), oldest first. */
-  async function list(status, { limit = U32_MAX } = {}) {
-    const wit = STATUS_TO_WIT.get(status);
-    if (wit === undefined) throw new TypeError(`status must be one of ${[...STATUS_TO_WIT.keys()].join(', ')}`);
-    let rs;
-    try {
-      rs = await store.list(wit, u32(limit, 'limit'));
-    } catch (e) {
-      throw storeFailure(e);
+    /** Finishes an owned attempt by its outcome class: 'stored' | 'released' | 'left-in-flight' | 'superseded'. */
+    async function finish(key, ownerToken, result) {
+      const t = now();
+      if (sync) return internal.driving(store, null, (g) => g.finish(key, ownerToken, result.wit, t, rules));
+      const out = await drive((Flow) => Flow.finish(key, ownerToken, result.wit, t, rules));
+      return out.val;
     }
-    return rs.map(recordOut);
-  }
 
-  return Object.freeze({
-    run,
-    recover,
-    recoverSync,
-    recoverAll,
-    due,
-    purge,
-    inspect,
-    list,
-    store: given,
-    keyer,
-    rules: Object.freeze({ ...ruleValues, releaseStatuses: Object.freeze([...ruleValues.releaseStatuses]) }),
-    staleAfterSeconds,
-  });
+    /** The owner's answer after finishing; rethrows when there is no response to give. */
+    function ownedResult(key, result, finished) {
+      if (result.response === null) throw result.error;
+      const out = { outcome: 'owned', response: result.response, replayed: false, key, finished };
+      if (result.error !== undefined) out.error = result.error;
+      return out;
+    }
+
+    /** What an attempt that does not own the effect gets at `t`: the stored response, or the core's answer. */
+    function notOwned(outcome, key, t) {
+      if (outcome.tag === 'done') return { outcome: 'done', response: outcome.val, replayed: true, key };
+      const answers = endpoint ?? internal.defaultAnswers();
+      return { outcome: outcome.tag, response: replyResponse(answers.answer(outcome, t)), replayed: false, key };
+    }
+
+    /**
+     * Claims the key; the owner runs the effect and finishes the record; every
+     * other attempt gets the stored response or the core's 409/422.
+     */
+    async function run(input, effect) {
+      if (typeof effect !== 'function') throw new TypeError('run(input, effect): effect must be a function (key) => response');
+      const attempt = attemptOf(input);
+      const { key } = attempt;
+      if (sync) {
+        // The hot path: one component call to claim, the effect, one call to finish.
+        const t = now();
+        const claimed = internal.driving(store, null, (g) => g.claim(attempt, t));
+        const { outcome } = claimed;
+        if (outcome.tag !== 'owned') return notOwned(outcome, key, t);
+        let result;
+        try {
+          result = returned(await effect(key));
+        } catch (e) {
+          result = thrown(e);
+        }
+        const t2 = now();
+        const finished = internal.driving(store, null, (g) => g.finish(key, claimed.ownerToken, result.wit, t2, rules));
+        return ownedResult(key, result, finished);
+      }
+      const t = now();
+      const claimed = await claim(attempt, t);
+      const { outcome } = claimed;
+      if (outcome.tag !== 'owned') return notOwned(outcome, key, t);
+      const result = await runEffect(effect, key);
+      const finished = await finish(key, claimed.ownerToken, result);
+      return ownedResult(key, result, finished);
+    }
+
+    function recoveryRules(request) {
+      if (request === null || typeof request !== 'object') {
+        throw new TypeError('recover() takes { key, lookup, readYourWrites?, effect?, staleAfterSeconds? }');
+      }
+      const readYourWrites = request.readYourWrites ?? false;
+      if (typeof request.lookup !== 'function') throw new TypeError('recover(): lookup must be a function (key) => answer');
+      if (typeof readYourWrites !== 'boolean') throw new TypeError('readYourWrites must be a boolean');
+      if (readYourWrites && typeof request.effect !== 'function') {
+        throw new TypeError('recover(): a read-your-writes destination can answer absent; pass the effect to run again');
+      }
+      const stale =
+        request.staleAfterSeconds === undefined ? staleAfterSeconds : seconds(request.staleAfterSeconds, 'staleAfterSeconds');
+      return { staleAfter: BigInt(stale), readYourWrites, ttlSeconds: rules.ttlSeconds };
+    }
+
+    /** The JavaScript result of a WIT `recovered`. */
+    function recoveredOut(key, rec) {
+      switch (rec.tag) {
+        case 'missing':
+          return { outcome: 'missing', key };
+        case 'not-in-flight':
+          return { outcome: 'not-in-flight', key, status: STATUS_FROM_WIT.get(rec.val) };
+        case 'not-due':
+          return { outcome: 'not-due', key, dueAt: secondsOut(rec.val, 'dueAt') };
+        case 'applied':
+        case 'lost':
+          return { outcome: rec.tag, key, ...recoveryOut(rec.val) };
+        default:
+          throw new Error(`intentkey: the core answered an unknown recovery outcome ${rec.tag} (a bug)`);
+      }
+    }
+
+    /**
+     * Asks the destination about one in-flight record that has been stale for
+     * staleAfterSeconds and applies the core's decision; re-executes (with the same
+     * key, under the recovery's new owner token) only when the core says so.
+     */
+    async function recover(request) {
+      const rrules = recoveryRules(request);
+      const key = nonEmpty(request.key, 'key');
+      const { lookup, effect } = request;
+      const ask = async (k) => {
+        let answer;
+        try {
+          answer = await lookup(k);
+        } catch {
+          return UNKNOWN; // a look-up that fails (timeout, 5xx, network) could not tell
+        }
+        return lookupIn(answer);
+      };
+      const ownerToken = internal.ownerToken();
+      const t = now();
+      const out = await drive((Flow) => Flow.recover(key, ownerToken, t, rrules), ask);
+      const result = recoveredOut(key, out.val);
+      if (result.outcome === 'applied' && result.action === 're-execute') {
+        // The record is ours now, under the new token: run the effect again, same key.
+        const ran = await runEffect(effect, key);
+        const finished = await finish(key, ownerToken, ran);
+        if (ran.response === null) throw ran.error;
+        result.response = ran.response;
+        result.finished = finished;
+        if (ran.error !== undefined) result.error = ran.error;
+      }
+      return result;
+    }
+
+    /**
+     * recover() with a synchronous look-up (and, for a read-your-writes
+     * destination, a synchronous effect), for synchronous stores: one call of the
+     * component's `guard` export, which asks the destination through the `gateway`
+     * import. Returns the result itself, not a promise.
+     */
+    function recoverSync(request) {
+      if (!sync) throw new TypeError('recoverSync needs a synchronous store (memoryStore, sqliteStore); use recover()');
+      const rrules = recoveryRules(request);
+      const key = nonEmpty(request.key, 'key');
+      const { lookup, effect } = request;
+      let misuse = null;
+      const ask = (k) => {
+        let answer;
+        try {
+          answer = lookup(k);
+        } catch {
+          return UNKNOWN;
+        }
+        if (answer !== null && typeof answer === 'object' && typeof answer.then === 'function') {
+          answer.then(undefined, () => {});
+          misuse = new TypeError(
+            'recoverSync: the look-up returned a promise; it was counted as unknown. ' +
+              'Use recover() for asynchronous look-ups',
+          );
+          return UNKNOWN;
+        }
+        try {
+          return lookupIn(answer);
+        } catch (e) {
+          misuse = e;
+          return UNKNOWN;
+        }
+      };
+      const t = now();
+      const rec = internal.driving(store, ask, (g) => g.recover(key, t, rrules));
+      if (misuse !== null) throw misuse;
+      const result = recoveredOut(key, rec.outcome);
+      if (result.outcome === 'applied' && result.action === 're-execute') {
+        let ran;
+        try {
+          const value = effect(key);
+          if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+            value.then(undefined, () => {});
+            ran = {
+              wit: FAILED,
+              response: null,
+              error: new TypeError(
+                'recoverSync: the effect returned a promise, so its outcome is unknown here and the record stays ' +
+                  'in flight; use recover() for asynchronous effects',
+              ),
+            };
+          } else {
+            ran = returned(value);
+          }
+        } catch (e) {
+          ran = thrown(e);
+        }
+        const finished = internal.driving(store, null, (g) => g.finish(key, rec.ownerToken, ran.wit, now(), rules));
+        if (ran.response === null) throw ran.error;
+        result.response = ran.response;
+        result.finished = finished;
+        if (ran.error !== undefined) result.error = ran.error;
+      }
+      return result;
+    }
+
+    /** The keys of the in-flight records due a look-up now (at most `limit` read, oldest first). */
+    async function due(request = {}) {
+      const stale =
+        request.staleAfterSeconds === undefined ? staleAfterSeconds : seconds(request.staleAfterSeconds, 'staleAfterSeconds');
+      const limit = u32(request.limit ?? 1000, 'limit');
+      const t = now();
+      const out = await drive((Flow) => Flow.due(t, stale, limit));
+      return out.val;
+    }
+
+    /**
+     * recover() for every due in-flight record, oldest first. A record whose
+     * recovery throws is reported as { outcome: 'error', key, error } and the
+     * others go on.
+     */
+    async function recoverAll(request = {}) {
+      const keys = await due(request);
+      const results = [];
+      for (const key of keys) {
+        try {
+          results.push(await recover({ ...request, key }));
+        } catch (error) {
+          results.push({ outcome: 'error', key, error });
+        }
+      }
+      return results;
+    }
+
+    /** Deletes the done records expired now; returns how many. */
+    async function purge() {
+      const t = now();
+      if (sync) return Number(internal.driving(store, null, (g) => g.purge(t)));
+      const out = await drive((Flow) => Flow.purge(t));
+      return Number(out.val);
+    }
+
+    /** The record under `key` (stored spelling, numbers), or null. */
+    async function inspect(key) {
+      nonEmpty(key, 'key');
+      let r;
+      try {
+        r = await store.get(key);
+      } catch (e) {
+        throw storeFailure(e);
+      }
+      return r === undefined || r === null ? null : recordOut(r);
+    }
+
+    /** The records with `status` (stored spelling), oldest first. */
+    async function list(status, { limit = U32_MAX } = {}) {
+      const wit = STATUS_TO_WIT.get(status);
+      if (wit === undefined) throw new TypeError(`status must be one of ${[...STATUS_TO_WIT.keys()].join(', ')}`);
+      let rs;
+      try {
+        rs = await store.list(wit, u32(limit, 'limit'));
+      } catch (e) {
+        throw storeFailure(e);
+      }
+      return rs.map(recordOut);
+    }
+
+    return Object.freeze({
+      [PIPELINE]: Object.freeze({
+        /** Claims a WIT attempt now: { outcome (WIT claim-outcome), ownerToken }. */
+        claim: (attempt) => claim(attempt, now()),
+        /** Finishes an owned attempt with a WIT effect-result: what finishing did. */
+        finish: (key, ownerToken, wit) => finish(key, ownerToken, { wit }),
+        now,
+      }),
+      run,
+      recover,
+      recoverSync,
+      recoverAll,
+      due,
+      purge,
+      inspect,
+      list,
+      store: given,
+      keyer,
+      rules: Object.freeze({ ...ruleValues, releaseStatuses: Object.freeze([...ruleValues.releaseStatuses]) }),
+      staleAfterSeconds,
+    });
+  };
 }

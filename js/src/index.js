@@ -1,15 +1,29 @@
 // intentkey for Node: the Rust core as one WebAssembly component (see core.js).
 // The core modules are read and compiled synchronously on first use, so the API
-// is synchronous and importing the package costs nothing until it is used.
-// The claim side (guard, stores, HTTP middleware) does the I/O; the order of every
-// store operation and every decision is the core's.
+// is synchronous and importing the package costs nothing until it is used;
+// `await init()` compiles them asynchronously ahead of the first use instead.
+// The claim side (guard, stores) does the I/O; the order of every store operation
+// and every decision is the core's. The HTTP adapters are subpath exports:
+// intentkey/express, intentkey/fastify, intentkey/fetch.
 import { api } from './node-core.js';
+import { guardFactory } from './guard.js';
 
-export { IntentkeyError, IntentkeyTrapError } from './core.js';
-export { IntentkeyRefused, createGuard, jsonResponse, refused } from './guard.js';
-export { idempotency } from './http.js';
+export { IntentkeyError, IntentkeyTrapError } from './errors.js';
+export { IntentkeyRefused, jsonResponse, refused } from './guard.js';
 export { memoryStore } from './stores/memory.js';
 export { sqliteStore } from './stores/sqlite.js';
 export { pgStore } from './stores/pg.js';
 
-export const { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims } = api;
+export const {
+  createKeyer,
+  createEndpoint,
+  newUuidKey,
+  uuidKey,
+  answerLines,
+  unreadableLineAnswer,
+  claims,
+  init,
+} = api;
+
+/** A guard over the Node component: memory and SQLite through its guard export, PostgreSQL through its flows. */
+export const createGuard = guardFactory(api);

@@ -1,9 +1,13 @@
 // The Node instance of the API (see core.js) over the full component (world
 // `intentkey`: the store and gateway imports, the guard export). The core modules
 // are read and compiled synchronously on first use, so importing costs nothing
-// until then. Shared by the entry (index.js), the guard and the stores.
+// until then; `await init()` reads and compiles them asynchronously instead
+// (WebAssembly.compile off the main thread), so the first request does not block
+// the event loop. Shared by the Node entries, the guard and the stores.
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { instantiate } from '../vendor/intentkey.js';
+import { coreModules } from '../vendor/core-modules.js';
 import { createApi } from './core.js';
 
 const vendor = new URL('../vendor/', import.meta.url);
@@ -18,5 +22,16 @@ function getCoreModule(name) {
   return module;
 }
 
-export const api = createApi({ instantiate, getCoreModule, world: 'intentkey' });
-export const { claims, internal } = api;
+/** Reads and compiles every core module not compiled yet, asynchronously. */
+async function prepare() {
+  await Promise.all(
+    coreModules.map(async (name) => {
+      if (modules.has(name)) return;
+      const module = await WebAssembly.compile(await readFile(new URL(name, vendor)));
+      if (!modules.has(name)) modules.set(name, module);
+    }),
+  );
+}
+
+export const api = createApi({ instantiate, getCoreModule, world: 'intentkey', prepare });
+export const { claims, internal, init } = api;

@@ -4,7 +4,9 @@
 // that they arrive intact.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { claims, createGuard, jsonResponse, memoryStore } from '../src/index.js';
+import { claims, createEndpoint, createGuard, jsonResponse, memoryStore } from '../src/index.js';
+
+const text = (bytes) => new TextDecoder().decode(bytes);
 
 const ok = jsonResponse(200, { ok: true }, [['Location', '/ok/1']]);
 const record = (extra = {}) => ({
@@ -22,10 +24,17 @@ const record = (extra = {}) => ({
   ...extra,
 });
 
-test('decisions over records in the stored spelling, times as numbers', () => {
+test('decisions over records in the stored spelling, times as numbers; bodies are bytes', () => {
   const r = record();
   const done = record({ status: 'done', response: ok, expiresAt: 1_700_000_070 });
   assert.deepEqual(claims.decideExisting(done, 'fp'), { outcome: 'done', response: ok });
+  assert.ok(claims.decideExisting(done, 'fp').response.body instanceof Uint8Array);
+  // A string body is taken as UTF-8 text; what comes back is bytes.
+  const textual = record({ status: 'done', response: { ...ok, body: '{"ok":true}' }, expiresAt: 1 });
+  assert.deepEqual(claims.decideExisting(textual, 'fp'), { outcome: 'done', response: ok });
+  const binary = new Uint8Array([0, 0xff, 0xfe, 0x80, 10]);
+  const bin = record({ status: 'done', response: { ...ok, body: binary }, expiresAt: 1 });
+  assert.deepEqual(claims.decideExisting(bin, 'fp').response.body, binary);
   assert.deepEqual(claims.decideExisting(r, 'fp'), { outcome: 'in-flight' });
   assert.deepEqual(claims.decideExisting(r, 'other'), { outcome: 'payload-conflict' });
   const waiting = record({ status: 'needs_reconciliation' });
@@ -67,23 +76,37 @@ test('outcome classes: answered is terminal unless its status releases; refused 
   assert.throws(() => claims.classify('failed', { ...rules, releaseStatuses: [70_000] }), /releaseStatuses/);
 });
 
-test('answers: null for owned, the stored response replayed (with its headers), problem+json otherwise', () => {
-  assert.equal(claims.answerFor({ outcome: 'owned' }), null);
-  assert.deepEqual(claims.answerFor({ outcome: 'done', response: ok }), { ...ok, replayed: true });
-  for (const [outcome, status] of [
-    ['in-flight', 409],
-    ['payload-conflict', 422],
+test('answers come from the http endpoint: null for owned, the replay (allow-listed headers), the profile’s 409 and 422', () => {
+  const endpoint = createEndpoint({ secret: '5c'.repeat(32) });
+  assert.equal(endpoint.answer({ outcome: 'owned' }), null);
+  assert.equal(endpoint.answer('owned'), null);
+  const stored = { ...ok, headers: [['Location', '/ok/1'], ['Set-Cookie', 's=1']] };
+  const replay = endpoint.answer({ outcome: 'done', response: stored });
+  assert.deepEqual(replay, {
+    status: 200,
+    headers: [['Content-Type', 'application/json'], ['Location', '/ok/1'], ['Idempotent-Replayed', 'true']],
+    body: ok.body,
+  });
+  // A decision as decideExisting gives it, its bare outcome and the WIT form answer alike.
+  const r = record();
+  assert.deepEqual(endpoint.answer(claims.decideExisting(r, 'fp'), 0), endpoint.answer('in-flight', 0));
+  assert.deepEqual(endpoint.answer({ tag: 'payload-conflict' }, 0), endpoint.answer('payload-conflict', 0));
+  for (const [outcome, status, headers] of [
+    ['in-flight', 409, [['Content-Type', 'application/problem+json'], ['Retry-After', '1']]],
+    ['payload-conflict', 422, [['Content-Type', 'application/problem+json']]],
   ]) {
-    const a = claims.answerFor({ outcome });
+    const a = endpoint.answer({ outcome }, 0);
     assert.equal(a.status, status);
-    assert.equal(a.contentType, 'application/problem+json');
-    assert.deepEqual(a.headers, []);
-    assert.equal(a.replayed, false);
-    assert.equal(JSON.parse(a.body).status, status);
+    assert.deepEqual(a.headers, headers);
+    assert.ok(a.body instanceof Uint8Array);
+    const problem = JSON.parse(text(a.body));
+    assert.equal(problem.status, status);
+    assert.match(problem.type, /^https:\/\/intentkey\.dev\/problems\//);
   }
-  const missing = claims.missingKeyAnswer('Idempotency-Key');
-  assert.equal(missing.status, 400);
-  assert.match(JSON.parse(missing.body).detail, /Idempotency-Key/);
+  const missing = endpoint.admit({ tenantId: 't', method: 'POST', route: '/p', keyValues: [], body: new Uint8Array() }, 0);
+  assert.equal(missing.tag, 'refused');
+  assert.equal(missing.reply.status, 400);
+  assert.match(JSON.parse(text(missing.reply.body)).detail, /Idempotency-Key/);
 });
 
 test('recovery decisions', () => {
@@ -101,7 +124,7 @@ test('the boundary refuses what jco would wrap or coerce', () => {
   assert.throws(() => claims.decideExisting(done({ ...ok, status: 70_000 }), 'fp'), TypeError);
   assert.throws(() => claims.decideExisting(done({ ...ok, status: 200.5 }), 'fp'), TypeError);
   assert.throws(() => claims.decideExisting(done({ status: 200, body: '' }), 'fp'), /contentType/);
-  assert.throws(() => claims.decideExisting(done({ ...ok, body: {} }), 'fp'), /body/);
+  assert.throws(() => claims.decideExisting(done({ ...ok, body: {} }), 'fp'), /body must be bytes/);
   assert.throws(() => claims.decideExisting(done({ ...ok, body: '\ud800' }), 'fp'), /well-formed/);
   assert.throws(() => claims.decideExisting(done({ ...ok, headers: [['Location']] }), 'fp'), /pair/);
   assert.throws(() => claims.decideExisting(done({ ...ok, headers: [['X', 1]] }), 'fp'), /string/);
@@ -114,7 +137,7 @@ test('the boundary refuses what jco would wrap or coerce', () => {
   assert.throws(() => claims.decideRecovery(r, 'maybe', false, 0), /look-up answers/);
   assert.throws(() => claims.decideRecovery(r, { found: {} }, false, 0), /status/);
   assert.throws(() => claims.decideRecovery(r, 'absent', 'yes', 0), /readYourWrites/);
-  assert.throws(() => claims.answerFor({ outcome: 'maybe' }), /outcome/);
+  assert.throws(() => createEndpoint({ secret: '5c'.repeat(32) }).answer({ outcome: 'maybe' }), /claim outcome/);
 });
 
 test('the guard refuses bad use before touching the store', async () => {

@@ -38,6 +38,8 @@ const claimArgs = (url, key, fingerprint = 'fp') => [
   'claim', '--store', url, '--tenant', 't1', '--action', 'pix.send', '--key', key, '--fingerprint', fingerprint,
 ];
 
+const text = (bytes) => new TextDecoder().decode(bytes);
+
 const attempt = (key, fingerprint = 'fp') => ({ key, fingerprint, tenantId: 't1', actionType: 'pix.send' });
 
 /** The schema as PostgreSQL describes it: columns, indexes, constraints, versions. */
@@ -101,7 +103,7 @@ test('PostgreSQL shared by the Rust tool and the npm package, migrated by either
     assert.equal(finished.finished, 'stored');
     const replay = await guardR.run(attempt('k1'), effect);
     assert.equal(replay.outcome, 'done');
-    assert.equal(replay.response.body, '{"id":"pay_rust"}');
+    assert.equal(text(replay.response.body), '{"id":"pay_rust"}');
     // JS claims and completes; Rust replays JS's answer.
     assert.equal((await guardR.run(attempt('k2'), effect)).outcome, 'owned');
     const rustReplay = intentkey(claimArgs(urlR, 'k2'));
@@ -143,7 +145,8 @@ test('PostgreSQL shared by the Rust tool and the npm package, migrated by either
 
     // 3. The two migrations made the same schema.
     const [a, b] = [await describe(byRust.name), await describe(byJs.name)];
-    assert.deepEqual(a.versions, [1, 2]);
+    assert.deepEqual(a.versions, [1, 2, 3]);
+    assert.ok(a.columns.some((c) => c.column_name === 'response_body_bytes'), 'version 3 adds the body bytes');
     assert.ok(a.columns.some((c) => c.column_name === 'owner_token'), 'version 2 adds the owner token');
     assert.ok(a.constraints.some((c) => c.def.includes('needs_reconciliation')), 'the status check is there');
     assert.equal(a.indexes.length, 4, "two primary keys, the expiry and the status index");

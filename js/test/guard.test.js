@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { T0, claimOf, clock, storeSuite } from './support/store-suite.js';
+import { T0, bytes, claimOf, clock, storeSuite, text } from './support/store-suite.js';
 import {
   IntentkeyError,
   IntentkeyTrapError,
@@ -231,13 +231,29 @@ describe('the imports serve only what is active', () => {
     }
   });
 
-  test('bodies cross the boundary byte for byte (a leading BOM, non-ASCII, long text)', async () => {
+  test('bodies cross the boundary byte for byte: text given as a string comes back as its UTF-8 bytes, binary as is', async () => {
     const guard = createGuard({ store: memoryStore() });
     for (const body of ['\ufeff{"a":1}', 'ção 🙂 \u2028', 'x'.repeat(10_000), `${'x'.repeat(100)}ç`, 'ç🙂'.repeat(3000), '']) {
       const key = `b-${body.length}-${body.charCodeAt(0)}`;
       const answer = { status: 200, contentType: 'text/plain; charset=utf-8', headers: [], body };
-      await guard.run(claimOf(key), async () => answer);
-      assert.deepEqual((await guard.run(claimOf(key), failing('must not run'))).response, answer);
+      const first = await guard.run(claimOf(key), async () => answer);
+      assert.deepEqual(first.response, { ...answer, body: bytes(body) });
+      const again = await guard.run(claimOf(key), failing('must not run'));
+      assert.deepEqual(again.response, { ...answer, body: bytes(body) });
+      assert.equal(text(again.response.body), body);
+    }
+    // Binary (not UTF-8), from a Uint8Array, a Buffer or an ArrayBuffer: replayed byte for byte, as a plain Uint8Array.
+    const binary = new Uint8Array(1000).map((_, i) => (i * 7919) % 256);
+    for (const [label, body] of [
+      ['u8', binary],
+      ['buffer', Buffer.from(binary)],
+      ['arraybuffer', binary.slice().buffer],
+    ]) {
+      const key = `bin-${label}`;
+      await guard.run(claimOf(key), async () => ({ status: 200, contentType: 'application/octet-stream', body }));
+      const again = await guard.run(claimOf(key), failing('must not run'));
+      assert.equal(Object.getPrototypeOf(again.response.body), Uint8Array.prototype);
+      assert.deepEqual(again.response.body, binary);
     }
   });
 });
@@ -266,16 +282,17 @@ describe('better-sqlite3 store: schema', () => {
     ['next_lookup_at', 'BIGINT', 0, 0],
     ['owner_token', 'TEXT', 1, 0],
     ['response_headers', 'TEXT', 0, 0],
+    ['response_body_bytes', 'BYTEA', 0, 0],
   ];
 
-  test('version 2, made only from the component’s DDL, in PRAGMA user_version; WAL, synchronous=FULL, busy timeout', () =>
+  test('version 3, made only from the component’s DDL, in PRAGMA user_version; WAL, synchronous=FULL, busy timeout', () =>
     withDb((path) => {
       const { migrations, schemaVersion } = coreSchema();
-      assert.equal(schemaVersion, 2);
-      assert.deepEqual(migrations.map((m) => m.version), [1, 2]);
+      assert.equal(schemaVersion, 3);
+      assert.deepEqual(migrations.map((m) => m.version), [1, 2, 3]);
       const store = sqliteStore(path, { busyTimeoutMs: 1234 });
       const { db } = store;
-      assert.equal(db.pragma('user_version', { simple: true }), 2);
+      assert.equal(db.pragma('user_version', { simple: true }), 3);
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
       assert.equal(db.pragma('synchronous', { simple: true }), 2); // FULL
       assert.equal(db.pragma('busy_timeout', { simple: true }), 1234);
@@ -304,7 +321,7 @@ describe('better-sqlite3 store: schema', () => {
       // Opening again changes nothing; an open Database is kept open by close().
       const again = new Database(path);
       const second = sqliteStore(again);
-      assert.equal(again.pragma('user_version', { simple: true }), 2);
+      assert.equal(again.pragma('user_version', { simple: true }), 3);
       second.close();
       assert.equal(again.open, true);
       again.close();
@@ -313,12 +330,12 @@ describe('better-sqlite3 store: schema', () => {
   test('a newer schema version is refused', () =>
     withDb((path) => {
       const db = new Database(path);
-      db.pragma('user_version = 3');
+      db.pragma('user_version = 4');
       db.close();
-      assert.throws(() => sqliteStore(path), /schema version 3; this package knows version 2/);
+      assert.throws(() => sqliteStore(path), /schema version 4; this package knows version 3/);
     }));
 
-  test('a version 1 database (the earlier schema, with records) is migrated to version 2 and served', () =>
+  test('a version 1 database (the earlier schema, with records) is migrated to version 3 and served', () =>
     withDb(async (path) => {
       const { migrations } = coreSchema();
       const db = new Database(path);
@@ -330,14 +347,42 @@ describe('better-sqlite3 store: schema', () => {
         PRAGMA user_version = 1;`);
       db.close();
       const store = sqliteStore(path);
-      assert.equal(store.db.pragma('user_version', { simple: true }), 2);
+      assert.equal(store.db.pragma('user_version', { simple: true }), 3);
       const guard = createGuard({ store, now: () => 200, staleAfterSeconds: 0 });
       const r = await guard.run({ key: 'from-v1', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, failing('must not run'));
-      assert.deepEqual([r.outcome, r.replayed, r.response.body, r.response.headers], ['done', true, '{"id":1}', []]);
+      assert.deepEqual([r.outcome, r.replayed, r.response.body, r.response.headers], ['done', true, bytes('{"id":1}'), []]);
       // A claim from before fencing has the empty token: recovery can still settle it.
       assert.equal((await guard.inspect('stuck-v1')).ownerToken, '');
       const rec = await guard.recover({ key: 'stuck-v1', lookup: async () => ({ found: jsonResponse(200, { late: true }) }) });
       assert.deepEqual([rec.outcome, rec.action], ['applied', 'record-done']);
+      store.close();
+    }));
+
+  test('a version 2 database: its text bodies are read as UTF-8 bytes; every new write puts bytes in response_body_bytes and NULL in response_body', () =>
+    withDb(async (path) => {
+      const { migrations } = coreSchema();
+      const db = new Database(path);
+      for (const m of migrations.slice(0, 2)) for (const s of m.statements) db.exec(s);
+      db.exec(`INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, response_status,
+        response_content_type, response_headers, response_body, created_at, expires_at, lookups)
+        VALUES ('from-v2', 'fp', 't', 'a', 'done', '', 201, 'text/plain; charset=utf-8', '[["Location","/x"]]', 'chá 🙂', 100, 100000, 0);
+        PRAGMA user_version = 2;`);
+      db.close();
+      const store = sqliteStore(path);
+      assert.equal(store.db.pragma('user_version', { simple: true }), 3);
+      const guard = createGuard({ store, now: () => 200 });
+      const old = await guard.run({ key: 'from-v2', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, failing('must not run'));
+      assert.deepEqual(old.response, { status: 201, contentType: 'text/plain; charset=utf-8', headers: [['Location', '/x']], body: bytes('chá 🙂') });
+      const binary = new Uint8Array([0xff, 0, 0xc3, 0x28]);
+      await guard.run({ key: 'new-v3', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, async () => ({
+        status: 200,
+        contentType: 'application/octet-stream',
+        body: binary,
+      }));
+      const row = store.db.prepare("SELECT response_body, response_body_bytes FROM intentkey_records WHERE key = 'new-v3'").get();
+      assert.equal(row.response_body, null);
+      assert.deepEqual(new Uint8Array(row.response_body_bytes), binary);
+      assert.deepEqual((await guard.inspect('new-v3')).response.body, binary);
       store.close();
     }));
 });

@@ -1,7 +1,7 @@
 // The guard on PostgreSQL (the real server, see support/pg.js), driven through the
-// core's `flows` resource: the shared store suite, the schema (version 2, from
+// core's `flows` resource: the shared store suite, the schema (version 3, from
 // the component's DDL only) under its advisory lock, fast completions, the HTTP
-// middleware, and the races: 16 contenders on 16 connections (in this process,
+// adapters, and the races: 16 contenders on 16 connections (in this process,
 // then in 16 worker threads) × 1000 keys, and 16 recoverers on 16 connections
 // over stale records. Every test has its own schema and drops it.
 // Unreachable server: fails with CI=true, skipped (with a SKIPPED: line) otherwise.
@@ -12,7 +12,7 @@ import pg from 'pg';
 import { claims, createGuard, createKeyer, idempotency, jsonResponse, pgStore } from '../src/index.js';
 import { coreSchema } from '../src/stores/schema.js';
 import { freshSchema, pgAvailability, PG_CONFIG } from './support/pg.js';
-import { storeSuite, witRecord } from './support/store-suite.js';
+import { bytes, storeSuite, witRecord } from './support/store-suite.js';
 import {
   CONTENDERS,
   RECOVER_AT,
@@ -82,9 +82,9 @@ describe('PostgreSQL store', { skip }, () => {
     return { columns: columns.rows, indexes: indexes.rows, checks: checks.rows };
   }
 
-  test('schema version 2, only from the component’s DDL: applied once by 8 concurrent stores under the advisory lock', async () => {
+  test('schema version 3, only from the component’s DDL: applied once by 8 concurrent stores under the advisory lock', async () => {
     const { migrations, migrationsTable, schemaVersion, migrationLock } = coreSchema();
-    assert.equal(schemaVersion, 2);
+    assert.equal(schemaVersion, 3);
     assert.equal(migrationLock, 7316502411n);
     await withSchema(async ({ schema, pool }) => {
       const clients = await Promise.all(
@@ -100,7 +100,7 @@ describe('PostgreSQL store', { skip }, () => {
         await Promise.all(clients.map((c) => c.end()));
       }
       const versions = await pool.query('SELECT version FROM intentkey_schema_migrations ORDER BY version');
-      assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }]);
+      assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }, { version: 3 }]);
       const got = await shape(pool, schema.name);
       assert.deepEqual(
         got.columns.filter((c) => c.column_name !== 'version' && c.column_name !== 'applied_at').map((r) => [r.column_name, r.data_type, r.is_nullable]),
@@ -119,6 +119,7 @@ describe('PostgreSQL store', { skip }, () => {
           ['next_lookup_at', 'bigint', 'YES'],
           ['owner_token', 'text', 'NO'],
           ['response_headers', 'text', 'YES'],
+          ['response_body_bytes', 'bytea', 'YES'],
         ],
       );
       assert.deepEqual(
@@ -137,13 +138,13 @@ describe('PostgreSQL store', { skip }, () => {
         await c.end();
         await reference.drop();
       }
-      // A second start finds version 2 and changes nothing.
+      // A second start finds version 3 and changes nothing.
       await pgStore(pool);
-      assert.equal((await pool.query('SELECT count(*)::int AS n FROM intentkey_schema_migrations')).rows[0].n, 2);
+      assert.equal((await pool.query('SELECT count(*)::int AS n FROM intentkey_schema_migrations')).rows[0].n, 3);
     });
   });
 
-  test('a version 1 schema (with records) is migrated to version 2 and served', async () => {
+  test('a version 1 schema (with records) is migrated to version 3 and served; its text bodies are read as UTF-8 bytes', async () => {
     const { migrations, migrationsTable } = coreSchema();
     await withSchema(async ({ pool }) => {
       await pool.query(migrationsTable);
@@ -157,20 +158,32 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
       const r = await guard.run({ key: 'from-v1', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, async () => {
         throw new Error('must not run');
       });
-      assert.deepEqual([r.outcome, r.replayed, r.response.body, r.response.headers], ['done', true, '{"id":1}', []]);
+      assert.deepEqual([r.outcome, r.replayed, r.response.body, r.response.headers], ['done', true, bytes('{"id":1}'), []]);
       assert.equal((await guard.inspect('from-v1')).ownerToken, '');
       assert.deepEqual((await pool.query('SELECT version FROM intentkey_schema_migrations ORDER BY version')).rows, [
         { version: 1 },
         { version: 2 },
+        { version: 3 },
       ]);
+      // New writes: the bytes in response_body_bytes (BYTEA), NULL in the legacy text column.
+      const binary = new Uint8Array([0xff, 0, 0xc3, 0x28, 0x5c, 0x78]);
+      await guard.run({ key: 'v3', fingerprint: 'fp', tenantId: 't', actionType: 'a' }, async () => ({
+        status: 200,
+        contentType: 'application/octet-stream',
+        body: binary,
+      }));
+      const row = (await pool.query("SELECT response_body, response_body_bytes FROM intentkey_records WHERE key = 'v3'")).rows[0];
+      assert.equal(row.response_body, null);
+      assert.deepEqual(new Uint8Array(row.response_body_bytes), binary);
+      assert.deepEqual((await guard.inspect('v3')).response.body, binary);
     });
   });
 
   test('a newer schema version is refused', async () => {
     await withSchema(async ({ pool }) => {
       await pgStore(pool);
-      await pool.query('INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES (3, 0)');
-      await assert.rejects(pgStore(pool), /schema version 3; this package knows version 2/);
+      await pool.query('INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES (4, 0)');
+      await assert.rejects(pgStore(pool), /schema version 4; this package knows version 3/);
     });
   });
 
@@ -192,7 +205,7 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
       assert.deepEqual(r.rows, [{ key: 'qualified' }]);
       assert.deepEqual((await store.get('qualified')).key, 'qualified');
       const versions = await plain.query(`SELECT version FROM ${schema.name}.intentkey_schema_migrations ORDER BY version`);
-      assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }]);
+      assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }, { version: 3 }]);
       const leaked = await plain.query("SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'intentkey_records' AND schemaname = 'public'");
       assert.equal(leaked.rows[0].n, 0, 'nothing created outside the schema');
     } finally {
@@ -221,7 +234,7 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
       const completion = (token) => ({
         key: 'fast-x',
         ownerToken: token,
-        response: { status: 200, contentType: 'text/plain', headers: [], body: 'ok' },
+        response: { status: 200, contentType: 'text/plain', headers: [], body: bytes('ok') },
         expiresAt: 100n,
         fast: true,
       });
@@ -314,7 +327,7 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
 
 describe(`race on PostgreSQL: ${CONTENDERS} contenders × 1000 keys`, { skip }, () => {
   async function tables(pool) {
-    const rows = (await pool.query('SELECT key, status, response_body FROM intentkey_records')).rows;
+    const rows = (await pool.query('SELECT key, status, response_body, response_body_bytes FROM intentkey_records')).rows;
     const effects = (await pool.query('SELECT key, contender FROM ik_effects')).rows;
     return { rows, effects };
   }
@@ -387,7 +400,7 @@ describe(`race on PostgreSQL: ${CONTENDERS} contenders × 1000 keys`, { skip }, 
         const { rows, effects } = await tables(pool);
         t.diagnostic(checkRace(reports, keys, rows, effects));
         const versions = await pool.query('SELECT version FROM intentkey_schema_migrations ORDER BY version');
-        assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }]);
+        assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }, { version: 3 }]);
       } finally {
         await Promise.all(workers.map((w) => w.terminate()));
       }
@@ -422,7 +435,7 @@ describe(`recovery race on PostgreSQL: ${CONTENDERS} recoverers on ${CONTENDERS}
             }),
           ),
         );
-        const rows = (await pool.query('SELECT key, status, response_body FROM intentkey_records')).rows;
+        const rows = (await pool.query('SELECT key, status, response_body, response_body_bytes FROM intentkey_records')).rows;
         const effects = (await pool.query('SELECT key, contender FROM ik_effects')).rows;
         t.diagnostic(checkRecoveryRace(reports, keys, rows, effects));
       } finally {

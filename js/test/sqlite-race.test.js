@@ -63,10 +63,10 @@ test(`race on better-sqlite3: ${CONTENDERS} child processes × ${KEYS} keys, exa
 
     const db = new Database(path, { readonly: true });
     try {
-      const rows = db.prepare('SELECT key, status, response_body FROM intentkey_records').all();
+      const rows = db.prepare('SELECT key, status, response_body, response_body_bytes FROM intentkey_records').all();
       const effects = db.prepare('SELECT key, contender FROM ik_effects').all();
       t.diagnostic(checkRace(reports, raceKeys(), rows, effects));
-      assert.equal(db.pragma('user_version', { simple: true }), 2);
+      assert.equal(db.pragma('user_version', { simple: true }), 3);
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
     } finally {
       db.close();
@@ -102,7 +102,7 @@ test(`recovery race on better-sqlite3: ${CONTENDERS} child processes × ${STALE}
     }
     const db = new Database(path, { readonly: true });
     try {
-      const rows = db.prepare('SELECT key, status, response_body FROM intentkey_records').all();
+      const rows = db.prepare('SELECT key, status, response_body, response_body_bytes FROM intentkey_records').all();
       const effects = db.prepare('SELECT key, contender FROM ik_effects').all();
       t.diagnostic(checkRecoveryRace(reports, keys, rows, effects));
     } finally {

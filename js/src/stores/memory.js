@@ -1,10 +1,12 @@
 // A store in process memory: for tests, single-process tools and examples. It
 // holds the WIT records the component passes (no conversion, no copy: jco makes a
-// fresh object for every record it hands over and only reads what it is given)
-// and applies every fenced condition of the SQL stores. JavaScript runs one
-// operation at a time, so each is atomic. Synchronous: the guard plugs it into the
-// component's `store` import.
-import { TRUSTED } from './schema.js';
+// fresh object for every record it hands over and only reads what it is given;
+// response bodies are the Uint8Arrays jco made) and applies every fenced condition
+// of the SQL stores. JavaScript runs one operation at a time, so each is atomic.
+// Synchronous: the guard plugs it into the component's `store` import (or, over
+// the pure component, awaits it in the core's flows). No imports from Node: it
+// runs wherever the package does.
+import { TRUSTED } from './trusted.js';
 
 /** A record store in memory (lost when the process ends). */
 export function memoryStore() {

@@ -9,6 +9,7 @@
 import {
   COLUMNS,
   TRUSTED,
+  bodyToColumn,
   coreSchema,
   headersToColumn,
   newerSchema,
@@ -124,7 +125,7 @@ export async function pgStore(poolOrConfig, options = {}) {
   const cols = COLUMNS.join(', ');
   const completeSet =
     "SET status = 'done', response_status = $3, response_content_type = $4, response_headers = $5, " +
-    'response_body = $6, expires_at = $7, next_lookup_at = NULL';
+    'response_body = NULL, response_body_bytes = $6, expires_at = $7, next_lookup_at = NULL';
   const fence = "key = $1 AND status = 'in_flight' AND owner_token = $2";
   // Named statements are prepared once per connection.
   const sql = {
@@ -147,8 +148,8 @@ export async function pgStore(poolOrConfig, options = {}) {
       name: `ik-replace-${T}`,
       text:
         `UPDATE ${T} SET status = $4, owner_token = $5, response_status = $6, response_content_type = $7, ` +
-        'response_headers = $8, response_body = $9, created_at = $10, expires_at = $11, lookups = $12, ' +
-        "next_lookup_at = $13 WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3",
+        'response_headers = $8, response_body = $9, response_body_bytes = $10, created_at = $11, expires_at = $12, ' +
+        "lookups = $13, next_lookup_at = $14 WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3",
     },
     release: { name: `ik-release-${T}`, text: `DELETE FROM ${T} WHERE ${fence}` },
     list: { name: `ik-list-${T}`, text: `SELECT ${cols} FROM ${T} WHERE status = $1 ORDER BY created_at, key LIMIT $2` },
@@ -163,7 +164,7 @@ export async function pgStore(poolOrConfig, options = {}) {
   };
   const completionValues = (c) => {
     const x = c.response;
-    return [c.key, c.ownerToken, x.status, x.contentType, headersToColumn(x.headers), x.body, c.expiresAt];
+    return [c.key, c.ownerToken, x.status, x.contentType, headersToColumn(x.headers), bodyToColumn(x.body), c.expiresAt];
   };
 
   /** BEGIN; SET LOCAL synchronous_commit = off; UPDATE …; COMMIT on one pooled connection. */
@@ -216,7 +217,7 @@ export async function pgStore(poolOrConfig, options = {}) {
 
     async replace(r) {
       const v = recordParams(r.record);
-      const values = [v[0], r.expectedToken, r.expectedLookups, v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]];
+      const values = [v[0], r.expectedToken, r.expectedLookups, ...v.slice(4)];
       return (await query(sql.replace, values)).rowCount === 1;
     },
 

@@ -3,11 +3,15 @@
 // the Rust stores apply too), the mapping between its rows and the WIT records the
 // component passes to the store operations, and the store errors the WIT `store`
 // interface reports.
+//
+// Response bodies (schema version 3): every write puts the bytes in
+// response_body_bytes (BYTEA / BLOB) and NULL in the legacy text column
+// response_body; a read takes response_body_bytes, or else, for a record written
+// before version 3, response_body's text as UTF-8 bytes.
 import { internal } from '../node-core.js';
 import { NO_HEADERS, STATUS_FROM_WIT, STATUS_TO_WIT } from '../claims.js';
 
-/** Marks the package's own stores: the guard trusts what they return (no checks on the hot path). */
-export const TRUSTED = Symbol('intentkey.trusted-store');
+export { TRUSTED } from './trusted.js';
 
 /** The record table's columns, in the order recordParams writes them and the stores select them. */
 export const COLUMNS = [
@@ -21,6 +25,7 @@ export const COLUMNS = [
   'response_content_type',
   'response_headers',
   'response_body',
+  'response_body_bytes',
   'created_at',
   'expires_at',
   'lookups',
@@ -86,6 +91,26 @@ export function headersFromColumn(text, key) {
 
 const optionalBig = (v) => (v === null || v === undefined ? undefined : BigInt(v));
 
+const encoder = new TextEncoder();
+
+/** A body for the response_body_bytes column: a Buffer over the same bytes (both drivers bind Buffers). */
+export function bodyToColumn(body) {
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+}
+
+/**
+ * The body of a row: response_body_bytes (a Buffer from either driver, copied
+ * into a plain Uint8Array), or the legacy text of a record completed before
+ * version 3 as UTF-8 bytes.
+ */
+export function bodyFromRow(row) {
+  const bytes = row.response_body_bytes;
+  if (bytes !== null && bytes !== undefined) return bytes.length === 0 ? new Uint8Array(0) : new Uint8Array(bytes);
+  const legacy = row.response_body;
+  if (typeof legacy === 'string' && legacy.length > 0) return encoder.encode(legacy);
+  return new Uint8Array(0);
+}
+
 /** A row (BIGINTs as numbers, bigints or strings) to the WIT record. */
 export function rowToRecord(row) {
   const key = row.key;
@@ -101,7 +126,7 @@ export function rowToRecord(row) {
       status: code,
       contentType: row.response_content_type ?? '',
       headers: headersFromColumn(row.response_headers, key),
-      body: row.response_body ?? '',
+      body: bodyFromRow(row),
     };
   }
   return {
@@ -132,7 +157,8 @@ export function recordParams(r) {
     x === undefined || x === null ? null : x.status,
     x === undefined || x === null ? null : x.contentType,
     x === undefined || x === null ? null : headersToColumn(x.headers),
-    x === undefined || x === null ? null : x.body,
+    null,
+    x === undefined || x === null ? null : bodyToColumn(x.body),
     r.createdAt,
     r.expiresAt ?? null,
     r.lookups,

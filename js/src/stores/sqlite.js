@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import {
   COLUMNS,
   TRUSTED,
+  bodyToColumn,
   coreSchema,
   headersToColumn,
   newerSchema,
@@ -117,12 +118,13 @@ export function sqliteStore(pathOrDb, options = {}) {
     get: db.prepare(`SELECT ${cols} FROM intentkey_records WHERE key = ?`),
     complete: db.prepare(
       "UPDATE intentkey_records SET status = 'done', response_status = ?, response_content_type = ?, " +
-        'response_headers = ?, response_body = ?, expires_at = ?, next_lookup_at = NULL ' +
+        'response_headers = ?, response_body = NULL, response_body_bytes = ?, expires_at = ?, next_lookup_at = NULL ' +
         "WHERE key = ? AND status = 'in_flight' AND owner_token = ?",
     ),
     replace: db.prepare(
       'UPDATE intentkey_records SET status = ?, owner_token = ?, response_status = ?, response_content_type = ?, ' +
-        'response_headers = ?, response_body = ?, created_at = ?, expires_at = ?, lookups = ?, next_lookup_at = ? ' +
+        'response_headers = ?, response_body = ?, response_body_bytes = ?, created_at = ?, expires_at = ?, lookups = ?, ' +
+        'next_lookup_at = ? ' +
         "WHERE key = ? AND status = 'in_flight' AND owner_token = ? AND lookups = ?",
     ),
     release: db.prepare("DELETE FROM intentkey_records WHERE key = ? AND status = 'in_flight' AND owner_token = ?"),
@@ -159,8 +161,15 @@ export function sqliteStore(pathOrDb, options = {}) {
       const x = c.response;
       try {
         return (
-          sql.complete.run(x.status, x.contentType, headersToColumn(x.headers), x.body, c.expiresAt, c.key, c.ownerToken)
-            .changes === 1
+          sql.complete.run(
+            x.status,
+            x.contentType,
+            headersToColumn(x.headers),
+            bodyToColumn(x.body),
+            c.expiresAt,
+            c.key,
+            c.ownerToken,
+          ).changes === 1
         );
       } catch (e) {
         throw failure(e);
@@ -171,8 +180,7 @@ export function sqliteStore(pathOrDb, options = {}) {
       const v = recordParams(r.record);
       try {
         return (
-          sql.replace.run(v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[0], r.expectedToken, r.expectedLookups)
-            .changes === 1
+          sql.replace.run(...v.slice(4), v[0], r.expectedToken, r.expectedLookups).changes === 1
         );
       } catch (e) {
         throw failure(e);

@@ -3,6 +3,15 @@
 import assert from 'node:assert/strict';
 
 export const CONTENDERS = 16;
+
+/** A stored body (a response's bytes, or a row's response_body_bytes) as JSON. */
+const json = (bytes) => JSON.parse(new TextDecoder().decode(bytes));
+
+/** The JSON a row's response holds: in response_body_bytes (version 3), never in the legacy text column. */
+function rowJson(row) {
+  assert.equal(row.response_body, null, `record ${row.key}: the legacy text column stays NULL`);
+  return json(row.response_body_bytes);
+}
 export const KEYS = 1000;
 
 export const raceKeys = (n = KEYS) => Array.from({ length: n }, (_, i) => `race-${String(i).padStart(4, '0')}`);
@@ -19,7 +28,7 @@ export async function contend({ guard, id, keys, recordEffect }) {
       return { status: 201, contentType: 'application/json', body: JSON.stringify({ key: k, contender: id }) };
     });
     if (r.outcome === 'owned' && r.finished === 'stored') report.owned.push(key);
-    else if (r.outcome === 'done') report.replays[key] = JSON.parse(r.response.body).contender;
+    else if (r.outcome === 'done') report.replays[key] = json(r.response.body).contender;
     else if (r.outcome === 'in-flight') report.inFlight++;
     else report.other.push([key, r.outcome]);
   }
@@ -30,7 +39,7 @@ export async function contend({ guard, id, keys, recordEffect }) {
  * Checks the race: exactly one owner per key, replays name that owner, every
  * record is done with the owner's response, and each effect ran exactly once.
  * @param {object[]} reports one per contender
- * @param {{ key: string, status: string, response_body: string }[]} rows the record table
+ * @param {{ key: string, status: string, response_body: null, response_body_bytes: Uint8Array }[]} rows the record table
  * @param {{ key: string, contender: number }[]} effects the effects table
  * @returns {string} a summary line
  */
@@ -54,7 +63,7 @@ export function checkRace(reports, keys, rows, effects) {
   assert.equal(rows.length, keys.length, 'one record per key, none lost');
   for (const row of rows) {
     assert.equal(row.status, 'done', `record ${row.key}`);
-    assert.equal(JSON.parse(row.response_body).contender, owners.get(row.key)[0], `record ${row.key} holds its owner's response`);
+    assert.equal(rowJson(row).contender, owners.get(row.key)[0], `record ${row.key} holds its owner's response`);
   }
   assert.equal(effects.length, keys.length, 'each effect ran exactly once');
   assert.equal(new Set(effects.map((e) => e.key)).size, keys.length);
@@ -133,7 +142,7 @@ export function checkRecoveryRace(reports, keys, rows, effects) {
   assert.equal(rows.length, keys.length);
   for (const row of rows) {
     assert.equal(row.status, 'done', `record ${row.key}`);
-    assert.equal(JSON.parse(row.response_body).recoverer, winners.get(row.key)[0], `record ${row.key}`);
+    assert.equal(rowJson(row).recoverer, winners.get(row.key)[0], `record ${row.key}`);
   }
   const summary = Object.entries(outcomes)
     .sort()

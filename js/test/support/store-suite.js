@@ -4,12 +4,21 @@
 // guard.test.js (memory, better-sqlite3) and pg.test.js (PostgreSQL), so every
 // store passes the same checks.
 //
-// Expected answers are asked of the core (claims.answerFor, claims.decideRecovery,
-// claims.defaultRules, …), never written out here: the tests check that the guard
-// and the stores carry the core's decisions through the I/O unchanged.
+// Expected answers are asked of the core (an http endpoint's answers,
+// claims.decideRecovery, claims.defaultRules, …), never written out here: the
+// tests check that the guard and the stores carry the core's decisions through
+// the I/O unchanged.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { IntentkeyRefused, claims, createGuard, createKeyer, jsonResponse, refused } from '../../src/index.js';
+import {
+  IntentkeyRefused,
+  claims,
+  createEndpoint,
+  createGuard,
+  createKeyer,
+  jsonResponse,
+  refused,
+} from '../../src/index.js';
 
 export const T0 = 1_700_000_000;
 const SECRET = '5c'.repeat(32);
@@ -50,10 +59,22 @@ function countingEffect(response = jsonResponse(201, { id: 'pay_1' })) {
 
 export const claimOf = (key, fingerprint = 'fp-a') => ({ key, fingerprint, tenantId: 'tenant-1', actionType: 'pix.send' });
 
-/** The answer the core gives for a decision, as run() returns it. */
-function coreAnswer(decision) {
-  const a = claims.answerFor(decision);
-  return { response: { status: a.status, contentType: a.contentType, headers: a.headers, body: a.body }, replayed: a.replayed };
+/** UTF-8 text of a body. */
+export const text = (bytes) => new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
+/** UTF-8 bytes of a text. */
+export const bytes = (s) => new TextEncoder().encode(s);
+
+const IETF = createEndpoint({ secret: SECRET });
+
+/**
+ * What run() gives an attempt that does not own the effect: the core's answer
+ * (the ietf profile's, or `endpoint`'s), Content-Type apart from the other headers.
+ */
+function coreAnswer(decision, endpoint = IETF) {
+  const reply = endpoint.answer(decision, T0);
+  const contentType = reply.headers.find(([n]) => n === 'Content-Type')[1];
+  const headers = reply.headers.filter(([n]) => n !== 'Content-Type');
+  return { response: { status: reply.status, contentType, headers, body: reply.body }, replayed: false };
 }
 
 /** A WIT record, as the component hands it to a store. */
@@ -134,9 +155,7 @@ export function storeSuite(label, backend) {
       await guard.run(claimOf('k-done'), effect);
       c.t += 30;
       const again = await guard.run(claimOf('k-done'), effect);
-      assert.deepEqual(again, { outcome: 'done', ...coreAnswer({ outcome: 'done', response: stored }), key: 'k-done' });
-      assert.equal(again.replayed, true);
-      assert.deepEqual(again.response, stored);
+      assert.deepEqual(again, { outcome: 'done', response: stored, replayed: true, key: 'k-done' });
       assert.equal(calls.length, 1);
     });
 
@@ -222,6 +241,7 @@ export function storeSuite(label, backend) {
       });
       assert.deepEqual(again, { outcome: 'in-flight', ...coreAnswer({ outcome: 'in-flight' }), key: 'k-lost' });
       assert.equal(again.response.status, 409);
+      assert.deepEqual(again.response.headers, [['Retry-After', '1']]);
       assert.equal(runs, 1);
       // Something that is not a response is ambiguous too.
       await assert.rejects(guard.run(claimOf('k-odd'), async () => ({ status: 200 })), /contentType/);
@@ -246,6 +266,13 @@ export function storeSuite(label, backend) {
       const second = await guard.run(claimOf('k-flight'), slow);
       assert.deepEqual(second, { outcome: 'in-flight', ...coreAnswer({ outcome: 'in-flight' }), key: 'k-flight' });
       assert.equal(second.response.contentType, 'application/problem+json');
+      // A guard configured with an endpoint gives that endpoint's answers (its profile, its Retry-After).
+      const stripe = createEndpoint({ secret: SECRET, profile: 'stripe', retryAfterSeconds: 7 });
+      const third = await createGuard({ store, endpoint: stripe, now: clock().now }).run(claimOf('k-flight'), slow);
+      assert.deepEqual(third, { outcome: 'in-flight', ...coreAnswer({ outcome: 'in-flight' }, stripe), key: 'k-flight' });
+      assert.deepEqual([third.response.status, third.response.contentType], [409, 'application/json']);
+      assert.deepEqual(third.response.headers, [['Retry-After', '7']]);
+      assert.equal(JSON.parse(text(third.response.body)).error.code, 'idempotency_key_in_use');
       gate.resolve();
       assert.equal((await first).outcome, 'owned');
       assert.equal((await guard.run(claimOf('k-flight'), slow)).outcome, 'done');
@@ -371,11 +398,11 @@ export function storeSuite(label, backend) {
       gate.resolve();
       const late = await ownerA;
       assert.deepEqual([late.outcome, late.finished], ['owned', 'superseded']);
-      assert.deepEqual(JSON.parse(late.response.body), { by: 'A' });
+      assert.deepEqual(JSON.parse(text(late.response.body)), { by: 'A' });
       const record = await guard.inspect('r-super');
-      assert.deepEqual(JSON.parse(record.response.body), { by: 'recoverer' });
+      assert.deepEqual(JSON.parse(text(record.response.body)), { by: 'recoverer' });
       const replay = await guard.run(claimOf('r-super'), failing('must not run'));
-      assert.deepEqual(JSON.parse(replay.response.body), { by: 'recoverer' });
+      assert.deepEqual(JSON.parse(text(replay.response.body)), { by: 'recoverer' });
     });
 
     it('recovery, found: the destination’s outcome is recorded as done and replayed; the effect never reruns', async (store) => {
@@ -524,7 +551,7 @@ export function storeSuite(label, backend) {
       const guard = createGuard({ store, now: clock().now });
       const A = 'a'.repeat(32);
       const B = 'b'.repeat(32);
-      const ok = { status: 200, contentType: 'application/json', headers: [['Location', '/x/1']], body: '{"n":1}' };
+      const ok = { status: 200, contentType: 'application/json', headers: [['Location', '/x/1']], body: bytes('{"n":1}') };
       assert.equal(await store.insert(witRecord('c-1', A, T0)), true);
       assert.equal(await store.insert(witRecord('c-1', B, T0, { fingerprint: 'other' })), false);
       assert.deepEqual(await store.get('c-1'), witRecord('c-1', A, T0));
@@ -558,17 +585,26 @@ export function storeSuite(label, backend) {
       assert.equal(Number(await store.purge(BigInt(T0 + 59))), 0);
       assert.equal(Number(await store.purge(BigInt(T0 + 60))), 1);
       assert.equal((await store.list('in-flight', 10)).length, 3);
-      // Text round-trips exactly, headers in order.
+      // Text round-trips exactly, headers in order; bodies byte for byte, binary or empty.
       const odd = witRecord('c-3 ção 🙂', A, T0, { tenantId: 'tenant-ü' });
       await store.insert(odd);
       const oddResponse = {
         status: 418,
         contentType: 'text/plain; charset=utf-8',
         headers: [['Location', '/ção'], ['X-Two', '2'], ['X-Two', '3']],
-        body: '\ufeffchá\n\u2028\\?',
+        body: bytes('\ufeffchá\n\u2028\\?'),
       };
       assert.equal(await store.complete({ ...completion(A, oddResponse), key: odd.key }), true);
       assert.deepEqual((await guard.inspect(odd.key)).response, oddResponse);
+      const binary = new Uint8Array(256).map((_, i) => 255 - i); // not UTF-8: 0xff, 0xfe, …, 0x00
+      for (const [key, body] of [['c-bin', binary], ['c-empty', new Uint8Array(0)]]) {
+        await store.insert(witRecord(key, A, T0));
+        const response = { status: 200, contentType: 'application/pdf', headers: [], body };
+        assert.equal(await store.complete({ ...completion(A, response), key }), true);
+        const got = (await store.get(key)).response;
+        assert.ok(got.body instanceof Uint8Array && Object.getPrototypeOf(got.body) === Uint8Array.prototype);
+        assert.deepEqual(got, response);
+      }
     });
   });
 }
