@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+pub mod http;
+
 /// The group types every runtime must run.
 pub const GROUP_TYPES: [&str; 6] = [
     "FieldsDerivation",
