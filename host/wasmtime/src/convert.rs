@@ -208,6 +208,15 @@ pub(crate) fn outcome_in(o: wit::ClaimOutcome) -> core::ClaimOutcome {
     }
 }
 
+pub(crate) fn outcome_out(o: core::ClaimOutcome) -> wit::ClaimOutcome {
+    match o {
+        core::ClaimOutcome::Owned => wit::ClaimOutcome::Owned,
+        core::ClaimOutcome::InFlight => wit::ClaimOutcome::InFlight,
+        core::ClaimOutcome::Done(r) => wit::ClaimOutcome::Done(response_out(r)),
+        core::ClaimOutcome::PayloadConflict => wit::ClaimOutcome::PayloadConflict,
+    }
+}
+
 pub(crate) fn effect_out(e: core::EffectResult) -> wit::EffectResult {
     match e {
         core::EffectResult::Answered(r) => wit::EffectResult::Answered(response_out(r)),

@@ -55,6 +55,7 @@ pub struct WasmEngine {
     pub(crate) engine: Engine,
     component: Component,
     pub(crate) keys: pure::exports::intentkey::core::keys::GuestIndices,
+    pub(crate) http: pure::exports::intentkey::core::http::GuestIndices,
     pub(crate) linked: Linked,
 }
 
@@ -91,7 +92,7 @@ impl WasmEngine {
                  host was built for: {e:#} (rebuild it with `cargo xtask build-component`)"
             ))
         };
-        let (linked, keys) = if imports_store {
+        let (linked, keys, http) = if imports_store {
             let mut linker = Linker::new(&engine);
             full::Intentkey::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
                 &mut linker,
@@ -103,9 +104,11 @@ impl WasmEngine {
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
             let keys = pure::exports::intentkey::core::keys::GuestIndices::new(&pre)
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
+            let http = pure::exports::intentkey::core::http::GuestIndices::new(&pre)
+                .map_err(|e| mismatch(World::Intentkey, &e))?;
             let guard = full::exports::intentkey::core::guard::GuestIndices::new(&pre)
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
-            (Linked::Intentkey { pre, guard }, keys)
+            (Linked::Intentkey { pre, guard }, keys, http)
         } else {
             let mut linker = Linker::new(&engine);
             pure::Pure::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
@@ -118,12 +121,15 @@ impl WasmEngine {
                 .map_err(|e| mismatch(World::Pure, &e))?;
             let keys = pure::exports::intentkey::core::keys::GuestIndices::new(&pre)
                 .map_err(|e| mismatch(World::Pure, &e))?;
-            (Linked::Pure(pre), keys)
+            let http = pure::exports::intentkey::core::http::GuestIndices::new(&pre)
+                .map_err(|e| mismatch(World::Pure, &e))?;
+            (Linked::Pure(pre), keys, http)
         };
         Ok(WasmEngine {
             engine,
             component,
             keys,
+            http,
             linked,
         })
     }

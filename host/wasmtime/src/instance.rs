@@ -16,6 +16,7 @@ use crate::convert::{self, error_in};
 use crate::engine::{Linked, WasmEngine};
 use crate::HostError;
 
+use pure::exports::intentkey::core::http::Guest as HttpGuest;
 use pure::exports::intentkey::core::keys::{Guest as KeysGuest, Intent as WitIntent};
 use pure::intentkey::core::types as wit;
 
@@ -308,8 +309,13 @@ impl Imports for GuardImports {
     }
 }
 
-/// A fresh instance: its store, its keys export and its other exports.
-type Fresh<I> = (Store<HostState<I>>, KeysGuest, <I as Imports>::Exports);
+/// A fresh instance: its store, its keys and http exports and its other exports.
+type Fresh<I> = (
+    Store<HostState<I>>,
+    KeysGuest,
+    HttpGuest,
+    <I as Imports>::Exports,
+);
 
 /// One live instance of the component and what it needs to be replaced.
 pub(crate) struct Instance<'e, I: Imports> {
@@ -318,6 +324,7 @@ pub(crate) struct Instance<'e, I: Imports> {
     ring: Arc<Keyring>,
     pub(crate) store: Store<HostState<I>>,
     keys: KeysGuest,
+    pub(crate) http: HttpGuest,
     pub(crate) exports: I::Exports,
     /// Bumped at each re-instantiation, so stale keyer handles are rebuilt.
     generation: u64,
@@ -334,13 +341,14 @@ impl<I: Imports> Drop for Instance<'_, I> {
 impl<'e, I: Imports> Instance<'e, I> {
     pub(crate) fn new(engine: &'e WasmEngine, imports: I) -> Result<Self, HostError> {
         let ring = Keyring::new();
-        let (store, keys, exports) = Self::instantiate(engine, &ring, &imports)?;
+        let (store, keys, http, exports) = Self::instantiate(engine, &ring, &imports)?;
         Ok(Instance {
             engine,
             imports,
             ring,
             store,
             keys,
+            http,
             exports,
             generation: 0,
         })
@@ -365,17 +373,20 @@ impl<'e, I: Imports> Instance<'e, I> {
         let load = |e: wasmtime::Error| HostError::Load(format!("{e:#}"));
         let instance = pre.instantiate(&mut store).map_err(load)?;
         let keys = engine.keys.load(&mut store, &instance).map_err(load)?;
+        let http = engine.http.load(&mut store, &instance).map_err(load)?;
         let exports = I::load(engine, &mut store, &instance).map_err(load)?;
-        Ok((store, keys, exports))
+        Ok((store, keys, http, exports))
     }
 
     /// Replaces a poisoned instance; the secrets and imports are kept.
     fn replace(&mut self) -> Result<(), HostError> {
         // Resources of the old instance die with it.
         lock(&self.ring.dropped).clear();
-        let (store, keys, exports) = Self::instantiate(self.engine, &self.ring, &self.imports)?;
+        let (store, keys, http, exports) =
+            Self::instantiate(self.engine, &self.ring, &self.imports)?;
         self.store = store;
         self.keys = keys;
+        self.http = http;
         self.exports = exports;
         self.generation += 1;
         Ok(())
@@ -436,6 +447,21 @@ impl<'e, I: Imports> Instance<'e, I> {
         // On failure the keyer drops here, and its secret with it.
         self.resource(&keyer)?;
         Ok(keyer)
+    }
+
+    /// Holds `secret` for a guest resource other than a keyer (an HTTP
+    /// endpoint) until the instance is dropped, so the resource can be
+    /// rebuilt after a trap; returns its id for the `secrets` import.
+    pub(crate) fn hold_secret(&mut self, secret: &[u8]) -> String {
+        let n = self.ring.next.fetch_add(1, Ordering::Relaxed);
+        let secret_id = format!("endpoint-{n}");
+        lock(&self.ring.secrets).insert(secret_id.clone(), Zeroizing::new(secret.to_vec()));
+        secret_id
+    }
+
+    /// The instance generation, bumped at each re-instantiation.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub(crate) fn drop_keyer(&mut self, keyer: WasmKeyer) {

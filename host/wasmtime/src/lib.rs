@@ -10,6 +10,10 @@
 //!   [`intentkey_store::Store`] (memory, SQLite, PostgreSQL) and a real
 //!   [`intentkey_store::Gateway`], both given at construction: no import is
 //!   stubbed. It derives keys too.
+//! - **http** (world `pure`): [`WasmEndpoint`] runs the core's HTTP rules
+//!   (the `http` export): it admits a request (key header, body limit,
+//!   storage key, fingerprint) and writes each profile's answers; the
+//!   admitted attempt is claimed through [`WasmGuard`] (or any claim flow).
 //!
 //! [`WasmEngine`] compiles a component once (or loads a precompiled copy)
 //! and tells its world; instances reuse one component instance for every
@@ -69,12 +73,14 @@ use intentkey::{Error, ErrorCode};
 
 mod bindings;
 mod convert;
+mod endpoint;
 mod engine;
 mod guard;
 mod instance;
 mod keys;
 mod keys_api;
 
+pub use endpoint::WasmEndpoint;
 pub use engine::{WasmEngine, World};
 pub use guard::WasmGuard;
 pub use instance::WasmKeyer;

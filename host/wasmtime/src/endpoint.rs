@@ -1,0 +1,304 @@
+//! [`WasmEndpoint`]: the component's HTTP rules (the `http` export) on
+//! world `pure`.
+
+use std::fmt;
+
+use intentkey::claim::{Attempt, ClaimOutcome};
+use intentkey::http::{Admission, Incoming, Options, Profile, Reply};
+use wasmtime::component::ResourceAny;
+
+use crate::bindings::pure::exports::intentkey::core::http as wit;
+use crate::convert;
+use crate::engine::WasmEngine;
+use crate::instance::{Instance, NoImports};
+use crate::HostError;
+
+/// One server's HTTP rules run by the component (world `pure`,
+/// `dist/intentkey-pure.wasm`): its secret, [`Options`] and route policies,
+/// held in the guest's `endpoint` resource. The answers are the core's
+/// [`intentkey::http::Endpoint`]'s, computed inside the component: parse
+/// the key header, check the body, derive the storage key and the request
+/// fingerprint ([`WasmEndpoint::admit`]), and write each profile's answers.
+///
+/// The claim itself is not here: hand the admitted [`Attempt`] to
+/// [`crate::WasmGuard::claim`] (or any claim flow), and its outcome back
+/// to [`WasmEndpoint::answer`].
+///
+/// The host keeps the secret (wiped when the endpoint is dropped) so that
+/// after a trap the next call rebuilds the resource in a fresh instance;
+/// the trapping call returns [`HostError::Trap`].
+///
+/// ```
+/// use intentkey::claim::ClaimOutcome;
+/// use intentkey::http::{Admission, Incoming, Options, Profile};
+/// use intentkey_wasmtime::{WasmEndpoint, WasmEngine};
+/// # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).unwrap();
+///
+/// let engine = WasmEngine::from_file("dist/intentkey-pure.wasm")?;
+/// let mut endpoint = WasmEndpoint::new(&engine, &[7; 32], &Options::new(Profile::Stripe), &[])?;
+/// let request = Incoming {
+///     tenant_id: "acct_1", method: "POST", route: "/v1/charges",
+///     key_values: &["order-42"], content_type: Some("application/json"), body: br#"{"amount":2000}"#,
+/// };
+/// let Admission::Guarded(attempt) = endpoint.admit(&request, 1_700_000_000)? else { unreachable!() };
+/// assert_eq!(attempt.action_type, "POST /v1/charges");
+/// let busy = endpoint.answer(&ClaimOutcome::InFlight, 1_700_000_000)?.unwrap();
+/// assert_eq!((busy.status, busy.header("retry-after")), (409, Some("1")));
+/// # Ok::<(), intentkey_wasmtime::HostError>(())
+/// ```
+pub struct WasmEndpoint<'e> {
+    inner: Instance<'e, NoImports>,
+    secret_id: String,
+    options: wit::Options,
+    policies: Vec<(String, String)>,
+    /// The guest resource and the instance generation it lives in.
+    resource: Option<(u64, ResourceAny)>,
+}
+
+impl fmt::Debug for WasmEndpoint<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WasmEndpoint")
+            .field("profile", &self.options.profile)
+            .field(
+                "policies",
+                &self.policies.iter().map(|(a, _)| a).collect::<Vec<_>>(),
+            )
+            .field("reinstantiations", &self.inner.reinstantiations())
+            .finish_non_exhaustive()
+    }
+}
+
+fn profile_out(p: Profile) -> wit::Profile {
+    match p {
+        Profile::Ietf => wit::Profile::Ietf,
+        Profile::Stripe => wit::Profile::Stripe,
+        Profile::Ofb => wit::Profile::Ofb,
+    }
+}
+
+fn profile_in(p: wit::Profile) -> Profile {
+    match p {
+        wit::Profile::Ietf => Profile::Ietf,
+        wit::Profile::Stripe => Profile::Stripe,
+        wit::Profile::Ofb => Profile::Ofb,
+    }
+}
+
+fn options_out(o: &Options) -> wit::Options {
+    wit::Options {
+        profile: profile_out(o.profile),
+        accept_bare_token: o.accept_bare_token,
+        retry_after_seconds: o.retry_after_seconds,
+        replay_headers: o.replay_headers.clone(),
+        key_required: o.key_required,
+        max_body_bytes: o.max_body_bytes,
+    }
+}
+
+fn options_in(o: wit::Options) -> Options {
+    Options {
+        profile: profile_in(o.profile),
+        accept_bare_token: o.accept_bare_token,
+        retry_after_seconds: o.retry_after_seconds,
+        replay_headers: o.replay_headers,
+        key_required: o.key_required,
+        max_body_bytes: o.max_body_bytes,
+    }
+}
+
+fn reply_in(r: wit::Reply) -> Reply {
+    Reply {
+        status: r.status,
+        headers: r.headers,
+        body: r.body,
+    }
+}
+
+fn admission_in(a: wit::Admission) -> Admission {
+    match a {
+        wit::Admission::Guarded(a) => Admission::Guarded(Attempt {
+            key: a.key,
+            fingerprint: a.fingerprint,
+            tenant_id: a.tenant_id,
+            action_type: a.action_type,
+        }),
+        wit::Admission::Unguarded => Admission::Unguarded,
+        wit::Admission::Refused(r) => Admission::Refused(reply_in(r)),
+    }
+}
+
+impl<'e> WasmEndpoint<'e> {
+    /// An endpoint keyed with `secret` (at least 32 bytes), with `options`
+    /// and `policies`: `("METHOD route", policy JSON)` pairs whose ignored
+    /// fields leave that route's fingerprints.
+    ///
+    /// # Errors
+    /// [`HostError::Load`] when the engine holds the world-`intentkey`
+    /// component (load `dist/intentkey-pure.wasm`); the core's
+    /// `secret-too-short`, `invalid-policy` or `invalid-action-type`; a trap.
+    pub fn new(
+        engine: &'e WasmEngine,
+        secret: &[u8],
+        options: &Options,
+        policies: &[(&str, &str)],
+    ) -> Result<Self, HostError> {
+        let mut inner = Instance::new(engine, NoImports)?;
+        let secret_id = inner.hold_secret(secret);
+        let mut endpoint = WasmEndpoint {
+            inner,
+            secret_id,
+            options: options_out(options),
+            policies: policies
+                .iter()
+                .map(|(a, p)| ((*a).to_owned(), (*p).to_owned()))
+                .collect(),
+            resource: None,
+        };
+        endpoint.resource()?;
+        Ok(endpoint)
+    }
+
+    /// The guest resource, created (again, after a trap) when needed.
+    fn resource(&mut self) -> Result<ResourceAny, HostError> {
+        if let Some((generation, resource)) = self.resource {
+            if generation == self.inner.generation() {
+                return Ok(resource);
+            }
+        }
+        let created = self.inner.http.endpoint().call_create(
+            &mut self.inner.store,
+            &self.secret_id,
+            &self.options,
+            &self.policies,
+        );
+        let resource = self.inner.answer(created)?;
+        self.resource = Some((self.inner.generation(), resource));
+        Ok(resource)
+    }
+
+    /// A wasmtime result with no core error: the value, or a trap.
+    fn value<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, HostError> {
+        result.map_err(|e| self.inner.trapped(&e))
+    }
+
+    /// The profile's key header name, as the profile spells it.
+    ///
+    /// # Errors
+    /// A trap.
+    pub fn header_name(&mut self) -> Result<String, HostError> {
+        let resource = self.resource()?;
+        let result = self
+            .inner
+            .http
+            .endpoint()
+            .call_header_name(&mut self.inner.store, resource);
+        self.value(result)
+    }
+
+    /// Applies the rules to a request: [`Admission::Guarded`] with the
+    /// attempt to claim, [`Admission::Unguarded`] (no key, keys optional),
+    /// or [`Admission::Refused`] with the answer (a bad key, a bad or too
+    /// large body).
+    ///
+    /// # Errors
+    /// The core's `invalid-tenant-id` or `invalid-action-type` for what the
+    /// server got wrong (an empty tenant, method or route); a trap.
+    pub fn admit(&mut self, request: &Incoming<'_>, now: i64) -> Result<Admission, HostError> {
+        let resource = self.resource()?;
+        let request = wit::Request {
+            tenant_id: request.tenant_id.to_owned(),
+            method: request.method.to_owned(),
+            route: request.route.to_owned(),
+            key_values: request.key_values.iter().map(|v| (*v).to_owned()).collect(),
+            content_type: request.content_type.map(str::to_owned),
+            body: request.body.to_vec(),
+        };
+        let result =
+            self.inner
+                .http
+                .endpoint()
+                .call_admit(&mut self.inner.store, resource, &request, now);
+        self.inner.answer(result).map(admission_in)
+    }
+
+    /// The answer to a claim outcome: the replay, 409 or the payload
+    /// conflict; `None` when the attempt owns the effect.
+    ///
+    /// # Errors
+    /// A trap.
+    pub fn answer(&mut self, outcome: &ClaimOutcome, now: i64) -> Result<Option<Reply>, HostError> {
+        let resource = self.resource()?;
+        let outcome = convert::outcome_out(outcome.clone());
+        let result =
+            self.inner
+                .http
+                .endpoint()
+                .call_answer(&mut self.inner.store, resource, &outcome, now);
+        self.value(result).map(|r| r.map(reply_in))
+    }
+
+    /// 413: the body is larger than the endpoint's `max_body_bytes`.
+    ///
+    /// # Errors
+    /// A trap.
+    pub fn too_large(&mut self, now: i64) -> Result<Reply, HostError> {
+        let resource = self.resource()?;
+        let result =
+            self.inner
+                .http
+                .endpoint()
+                .call_too_large(&mut self.inner.store, resource, now);
+        self.value(result).map(reply_in)
+    }
+
+    /// 503 with `Retry-After`: the store could not be reached.
+    ///
+    /// # Errors
+    /// A trap.
+    pub fn unavailable(&mut self, now: i64) -> Result<Reply, HostError> {
+        let resource = self.resource()?;
+        let result =
+            self.inner
+                .http
+                .endpoint()
+                .call_unavailable(&mut self.inner.store, resource, now);
+        self.value(result).map(reply_in)
+    }
+
+    /// 500: the handler failed and its outcome is unknown (the record stays
+    /// in flight). No stack trace, no error message.
+    ///
+    /// # Errors
+    /// A trap.
+    pub fn failed(&mut self, now: i64) -> Result<Reply, HostError> {
+        let resource = self.resource()?;
+        let result = self
+            .inner
+            .http
+            .endpoint()
+            .call_failed(&mut self.inner.store, resource, now);
+        self.value(result).map(reply_in)
+    }
+
+    /// A profile's documented defaults, as the component gives them.
+    ///
+    /// # Errors
+    /// A trap.
+    pub fn default_options(&mut self, profile: Profile) -> Result<Options, HostError> {
+        let result = self
+            .inner
+            .http
+            .call_default_options(&mut self.inner.store, profile_out(profile));
+        self.value(result).map(options_in)
+    }
+
+    /// Makes the next call trap at once (for testing trap recovery).
+    pub fn interrupt_next_call(&mut self) {
+        self.inner.interrupt_next_call();
+    }
+
+    /// How many times the instance has been replaced after a trap.
+    pub fn reinstantiations(&self) -> u64 {
+        self.inner.reinstantiations()
+    }
+}

@@ -1,0 +1,356 @@
+//! The HTTP conformance vectors (`tests/vectors/http/http_test.json`)
+//! through the component on wasmtime: the endpoint is [`WasmEndpoint`]
+//! (world `pure`), the claims are the component's guard (world
+//! `intentkey`) over a fresh `MemoryStore` per case, owner tokens from the
+//! host's randomness.
+
+#![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use intentkey::claim::{Attempt, ClaimOutcome, EffectResult, Lookup, Response, Rules};
+use intentkey::http::{Admission, Incoming, Options, Profile, Reply};
+use intentkey_store::{Gateway, MemoryStore};
+use intentkey_vectors::http::{self as v, run_http, HttpSubject, HttpVectors};
+use intentkey_wasmtime::{HostError, WasmEndpoint, WasmEngine, WasmGuard};
+
+fn dist(var: &str, file: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../dist")
+                .join(file)
+        },
+        PathBuf::from,
+    )
+}
+
+fn pure_engine() -> &'static WasmEngine {
+    static ENGINE: OnceLock<WasmEngine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        WasmEngine::from_file(dist("INTENTKEY_PURE_COMPONENT", "intentkey-pure.wasm"))
+            .unwrap_or_else(|e| panic!("{e}; run `cargo xtask build-component` first"))
+    })
+}
+
+fn guard_engine() -> &'static WasmEngine {
+    static ENGINE: OnceLock<WasmEngine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        WasmEngine::from_file(dist("INTENTKEY_COMPONENT", "intentkey.wasm"))
+            .unwrap_or_else(|e| panic!("{e}; run `cargo xtask build-component` first"))
+    })
+}
+
+/// No recovery runs here: the destination is never asked.
+struct NoDestination;
+
+impl Gateway for NoDestination {
+    fn lookup(&self, _key: &str) -> Lookup {
+        Lookup::Unknown
+    }
+    fn read_your_writes(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Default)]
+struct Wasm {
+    endpoint: Option<WasmEndpoint<'static>>,
+    guard: Option<WasmGuard<'static>>,
+}
+
+fn text(e: HostError) -> String {
+    e.to_string()
+}
+
+fn options(config: &v::EndpointConfig) -> Result<Options, String> {
+    Ok(Options {
+        profile: Profile::parse(&config.profile)
+            .ok_or_else(|| format!("unknown profile {}", config.profile))?,
+        accept_bare_token: config.accept_bare_token,
+        retry_after_seconds: config.retry_after_seconds,
+        replay_headers: config.replay_headers.clone(),
+        key_required: config.key_required,
+        max_body_bytes: config.max_body_bytes,
+    })
+}
+
+fn response_in(r: &v::Response) -> Response {
+    Response {
+        status: r.status,
+        content_type: r.content_type.clone(),
+        headers: r.headers.clone(),
+        body: r.body.clone(),
+    }
+}
+
+fn reply_out(r: Reply) -> v::Reply {
+    v::Reply {
+        status: r.status,
+        headers: r.headers,
+        body: r.body,
+    }
+}
+
+impl Wasm {
+    fn endpoint(&mut self) -> Result<&mut WasmEndpoint<'static>, String> {
+        self.endpoint
+            .as_mut()
+            .ok_or_else(|| "no endpoint: start_case first".to_owned())
+    }
+
+    fn guard(&mut self) -> Result<&mut WasmGuard<'static>, String> {
+        self.guard
+            .as_mut()
+            .ok_or_else(|| "no guard: start_case first".to_owned())
+    }
+}
+
+impl HttpSubject for Wasm {
+    fn start_case(&mut self, secret: &[u8], config: &v::EndpointConfig) -> Result<(), String> {
+        let policies: Vec<(&str, &str)> = config
+            .policies
+            .iter()
+            .map(|(a, p)| (a.as_str(), p.as_str()))
+            .collect();
+        self.endpoint = Some(
+            WasmEndpoint::new(pure_engine(), secret, &options(config)?, &policies).map_err(text)?,
+        );
+        self.guard = Some(
+            WasmGuard::new(
+                guard_engine(),
+                Arc::new(MemoryStore::default()),
+                Arc::new(NoDestination),
+            )
+            .map_err(text)?,
+        );
+        Ok(())
+    }
+
+    fn header_name(&mut self) -> Result<String, String> {
+        self.endpoint()?.header_name().map_err(text)
+    }
+
+    fn admit(&mut self, request: &v::Incoming, now: i64) -> Result<v::Admission, String> {
+        let key_values: Vec<&str> = request.key_values.iter().map(String::as_str).collect();
+        let admission = self
+            .endpoint()?
+            .admit(
+                &Incoming {
+                    tenant_id: &request.tenant_id,
+                    method: &request.method,
+                    route: &request.route,
+                    key_values: &key_values,
+                    content_type: request.content_type.as_deref(),
+                    body: &request.body,
+                },
+                now,
+            )
+            .map_err(text)?;
+        Ok(match admission {
+            Admission::Guarded(a) => v::Admission::Guarded(v::Attempt {
+                key: a.key,
+                fingerprint: a.fingerprint,
+                tenant_id: a.tenant_id,
+                action_type: a.action_type,
+            }),
+            Admission::Unguarded => v::Admission::Unguarded,
+            Admission::Refused(r) => v::Admission::Refused(reply_out(r)),
+        })
+    }
+
+    fn answer(&mut self, outcome: &v::Outcome, now: i64) -> Result<Option<v::Reply>, String> {
+        let outcome = match outcome {
+            v::Outcome::Owned => ClaimOutcome::Owned,
+            v::Outcome::InFlight => ClaimOutcome::InFlight,
+            v::Outcome::Done(r) => ClaimOutcome::Done(response_in(r)),
+            v::Outcome::PayloadConflict => ClaimOutcome::PayloadConflict,
+        };
+        Ok(self
+            .endpoint()?
+            .answer(&outcome, now)
+            .map_err(text)?
+            .map(reply_out))
+    }
+
+    fn too_large(&mut self, now: i64) -> Result<v::Reply, String> {
+        self.endpoint()?.too_large(now).map(reply_out).map_err(text)
+    }
+
+    fn unavailable(&mut self, now: i64) -> Result<v::Reply, String> {
+        self.endpoint()?
+            .unavailable(now)
+            .map(reply_out)
+            .map_err(text)
+    }
+
+    fn failed(&mut self, now: i64) -> Result<v::Reply, String> {
+        self.endpoint()?.failed(now).map(reply_out).map_err(text)
+    }
+
+    fn claim(&mut self, attempt: &v::Attempt, now: i64) -> Result<(v::Outcome, String), String> {
+        let attempt = Attempt {
+            key: attempt.key.clone(),
+            fingerprint: attempt.fingerprint.clone(),
+            tenant_id: attempt.tenant_id.clone(),
+            action_type: attempt.action_type.clone(),
+        };
+        let (outcome, token) = self.guard()?.claim(&attempt, now).map_err(text)?;
+        let outcome = match outcome {
+            ClaimOutcome::Owned => v::Outcome::Owned,
+            ClaimOutcome::InFlight => v::Outcome::InFlight,
+            ClaimOutcome::Done(r) => v::Outcome::Done(v::Response {
+                status: r.status,
+                content_type: r.content_type,
+                headers: r.headers,
+                body: r.body,
+            }),
+            ClaimOutcome::PayloadConflict => v::Outcome::PayloadConflict,
+        };
+        Ok((outcome, token))
+    }
+
+    fn finish(
+        &mut self,
+        key: &str,
+        owner_token: &str,
+        effect: v::Effect,
+        now: i64,
+        release_statuses: &[u16],
+    ) -> Result<String, String> {
+        let effect = match effect {
+            v::Effect::Answered(r) => EffectResult::Answered(response_in(&r)),
+            v::Effect::Failed => EffectResult::Failed,
+        };
+        let rules = Rules {
+            release_statuses: release_statuses.to_vec(),
+            ..Rules::default()
+        };
+        self.guard()?
+            .finish(key, owner_token, effect, now, &rules)
+            .map(|f| f.as_str().to_owned())
+            .map_err(text)
+    }
+}
+
+#[test]
+fn http_vectors_wasmtime() {
+    let vectors = HttpVectors::load().unwrap_or_else(|e| panic!("{e}"));
+    let report = run_http(&mut Wasm::default(), &vectors, &mut |_, _, _| Vec::new());
+    report.assert_passed("wasmtime");
+    let expected_runs = vectors
+        .cases
+        .iter()
+        .flat_map(|c| &c.steps)
+        .filter(|s| s.expect.ran)
+        .count();
+    assert_eq!(report.handler_runs, expected_runs);
+}
+
+#[test]
+fn the_wasmtime_runner_can_fail() {
+    let mut vectors = HttpVectors::load().unwrap_or_else(|e| panic!("{e}"));
+    vectors.cases.truncate(2);
+    vectors.cases[0].steps[1].expect.reply.body.push(b' ');
+    vectors.cases[1].steps[0].expect.ran = false;
+    vectors.fingerprints.truncate(1);
+    vectors.fingerprints[0].fingerprint = "0".repeat(64);
+    vectors.storage_keys.truncate(1);
+    vectors.endpoint_answers.truncate(1);
+    let report = run_http(&mut Wasm::default(), &vectors, &mut |_, _, _| Vec::new());
+    assert_eq!(report.failures.len(), 3, "{:#?}", report.failures);
+    assert_eq!((report.cases_passed, report.fingerprints_passed), (0, 0));
+    assert_eq!((report.storage_keys_passed, report.answers_passed), (1, 1));
+}
+
+fn endpoint(profile: Profile) -> WasmEndpoint<'static> {
+    WasmEndpoint::new(pure_engine(), &[7; 32], &Options::new(profile), &[]).unwrap()
+}
+
+#[test]
+fn a_trap_rebuilds_the_endpoint_in_a_fresh_instance() {
+    let mut endpoint = endpoint(Profile::Ofb);
+    let request = Incoming {
+        tenant_id: "t",
+        method: "POST",
+        route: "/pix",
+        key_values: &["k-1"],
+        content_type: None,
+        body: b"",
+    };
+    let Admission::Guarded(before) = endpoint.admit(&request, 0).unwrap() else {
+        panic!("not guarded")
+    };
+    endpoint.interrupt_next_call();
+    assert!(matches!(
+        endpoint.admit(&request, 0),
+        Err(HostError::Trap(_))
+    ));
+    assert_eq!(endpoint.reinstantiations(), 1);
+    let Admission::Guarded(after) = endpoint.admit(&request, 0).unwrap() else {
+        panic!("not guarded")
+    };
+    assert_eq!(before, after, "the same secret and options after the trap");
+    assert_eq!(endpoint.header_name().unwrap(), "x-idempotency-key");
+}
+
+#[test]
+fn the_endpoint_refuses_what_the_core_refuses() {
+    let short = WasmEndpoint::new(pure_engine(), &[7; 16], &Options::default(), &[]);
+    assert_eq!(
+        short.unwrap_err().code(),
+        Some(intentkey::ErrorCode::SecretTooShort)
+    );
+    let bad_policy = WasmEndpoint::new(
+        pure_engine(),
+        &[7; 32],
+        &Options::default(),
+        &[("POST /orders", "{\"version\":2}")],
+    );
+    assert_eq!(
+        bad_policy.unwrap_err().code(),
+        Some(intentkey::ErrorCode::InvalidPolicy)
+    );
+    let bad_action = WasmEndpoint::new(
+        pure_engine(),
+        &[7; 32],
+        &Options::default(),
+        &[("/orders", "{\"version\":1,\"fields\":{}}")],
+    );
+    assert_eq!(
+        bad_action.unwrap_err().code(),
+        Some(intentkey::ErrorCode::InvalidActionType)
+    );
+    let full = WasmEndpoint::new(guard_engine(), &[7; 32], &Options::default(), &[]);
+    assert!(matches!(full, Err(HostError::Load(_))));
+    let mut endpoint = endpoint(Profile::Ietf);
+    let empty_tenant = Incoming {
+        tenant_id: "",
+        method: "POST",
+        route: "/orders",
+        key_values: &["\"k\""],
+        content_type: None,
+        body: b"",
+    };
+    assert_eq!(
+        endpoint.admit(&empty_tenant, 0).unwrap_err().code(),
+        Some(intentkey::ErrorCode::InvalidTenantId)
+    );
+}
+
+#[test]
+fn default_options_and_debug() {
+    let mut endpoint = endpoint(Profile::Stripe);
+    for profile in Profile::ALL {
+        assert_eq!(
+            endpoint.default_options(profile).unwrap(),
+            Options::new(profile)
+        );
+    }
+    let debug = format!("{endpoint:?}");
+    assert!(
+        debug.contains("Stripe") && !debug.contains("7, 7"),
+        "{debug}"
+    );
+}
