@@ -6,13 +6,13 @@
 // and every decision is the core's. The HTTP adapters are subpath exports:
 // intentkey/express, intentkey/fastify, intentkey/fetch.
 import { api } from './node-core.js';
-import { guardFactory } from './guard.js';
 
 export { IntentkeyError, IntentkeyTrapError } from './errors.js';
 export { IntentkeyRefused, jsonResponse, refused } from './guard.js';
 export { memoryStore } from './stores/memory.js';
 export { sqliteStore } from './stores/sqlite.js';
 export { pgStore } from './stores/pg.js';
+export { createGuard } from './node-core.js';
 
 export const {
   createKeyer,
@@ -24,6 +24,3 @@ export const {
   claims,
   init,
 } = api;
-
-/** A guard over the Node component: memory and SQLite through its guard export, PostgreSQL through its flows. */
-export const createGuard = guardFactory(api);

@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { instantiate } from '../vendor/intentkey.js';
 import { coreModules } from '../vendor/core-modules.js';
 import { createApi } from './core.js';
+import { guardFactory } from './guard.js';
 
 const vendor = new URL('../vendor/', import.meta.url);
 const modules = new Map();
@@ -35,3 +36,6 @@ async function prepare() {
 
 export const api = createApi({ instantiate, getCoreModule, world: 'intentkey', prepare });
 export const { claims, internal, init } = api;
+
+/** A guard over the Node component: memory and SQLite through its guard export, PostgreSQL through its flows. */
+export const createGuard = guardFactory(api);

@@ -1,29 +1,8 @@
 // intentkey for workerd (Cloudflare Workers, and what runs on it: wrangler dev,
-// miniflare): the pure component, as in the browser entry (world `pure`: keys,
-// claims, schema and the sans-I/O flows; no store or destination imports).
-// workerd does not compile WebAssembly from bytes at run time, so the core modules
-// are static .wasm imports (vendor/pure/core-modules-static.js, written by the
-// build), which workerd and wrangler's bundler hand over as compiled
-// WebAssembly.Modules. The API is synchronous. Randomness comes from
-// crypto.getRandomValues, which a Worker may only use while handling a request:
-// the component is instantiated on the first call, never at import.
-import { createApi } from './core.js';
-import { instantiate } from '../vendor/pure/intentkey.js';
-import { compiledModules } from '../vendor/pure/core-modules-static.js';
+// miniflare): the pure component with its core modules imported statically (see
+// worker-core.js). The API is synchronous; `init()` only instantiates.
+import { api } from './worker-core.js';
 
-export { IntentkeyError, IntentkeyTrapError } from './core.js';
+export { IntentkeyError, IntentkeyTrapError } from './errors.js';
 
-function getCoreModule(name) {
-  const module = compiledModules.get(name);
-  if (!(module instanceof WebAssembly.Module)) {
-    throw new Error(
-      `intentkey: the core module ${name} was not imported as a compiled WebAssembly.Module; ` +
-        'in workerd a static .wasm import is one (bundlers need a CompiledWasm rule for .wasm files)',
-    );
-  }
-  return module;
-}
-
-const api = createApi({ instantiate, getCoreModule, world: 'pure' });
-
-export const { createKeyer, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims } = api;
+export const { createKeyer, createEndpoint, newUuidKey, uuidKey, answerLines, unreadableLineAnswer, claims, init } = api;

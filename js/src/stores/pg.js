@@ -19,6 +19,10 @@ import {
   storedStatus,
 } from './schema.js';
 
+
+/** Compiles the component ahead of the first request (see the main entry's init). */
+export { init } from '../node-core.js';
+
 async function loadDriver() {
   try {
     const pg = await import('pg');

@@ -20,6 +20,10 @@ import {
   storedStatus,
 } from './schema.js';
 
+
+/** Compiles the component ahead of the first request (see the main entry's init). */
+export { init } from '../node-core.js';
+
 const require = createRequire(import.meta.url);
 
 function loadDriver() {

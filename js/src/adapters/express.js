@@ -1,0 +1,291 @@
+// intentkey/express: idempotency middleware for Express (4 and 5) and for plain
+// node:http `(req, res, next)` handlers. Thin: it reads the request, runs the
+// shared pipeline (http/pipeline.js: the core admits, the guard claims, the core
+// answers) and writes the reply.
+//
+// The body is fingerprinted as it was sent. Mounted before the body parsers (the
+// recommended place), the middleware reads the raw stream itself and gives the
+// bytes back to it, so express.json() and the handler after it read the body as
+// usual. Mounted after a parser, it takes `req.rawBody` when the parser kept it
+// (express.json({ verify: (req, res, buf) => { req.rawBody = buf } })), else the
+// parsed `req.body`: bytes or text as they are, an object as JSON.stringify
+// writes it (application/json, which the core canonicalizes by RFC 8785 anyway).
+//
+// The owner's handler runs with `req.idempotency = { key, tenantId }` (the
+// tenant-scoped storage key). What it writes is held back until the record is
+// finished, then sent as written. A handler that throws leaves the record in
+// flight and the client gets the core's 500 (no stack trace): under Express,
+// add `app.use(guarded.onError)` after the routes so that a route's throw is
+// seen (otherwise Express's own error page would be stored as the answer).
+import { createPipeline, init } from '../http/node.js';
+import { peekBody, unread } from '../http/node-body.js';
+import { headerPairs } from '../http/pipeline.js';
+
+export { init };
+
+const EMPTY = new Uint8Array(0);
+const encoder = new TextEncoder();
+
+/** The capture of the request being handled (for onError). */
+const HELD = Symbol('intentkey.held');
+
+/** Every value of a request header, one per header line (duplicates kept: the core refuses them). */
+function headerValues(req, name) {
+  const lower = name.toLowerCase();
+  const raw = req.rawHeaders;
+  if (Array.isArray(raw)) {
+    const values = [];
+    for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i].toLowerCase() === lower) values.push(raw[i + 1]);
+    return values;
+  }
+  const value = req.headers?.[lower];
+  if (value === undefined) return [];
+  return Array.isArray(value) ? value : [String(value)];
+}
+
+/** The path of a request URL, as sent (no query). */
+function pathOf(url) {
+  const path = String(url ?? '/').split('?')[0];
+  return path === '' ? '/' : path;
+}
+
+/** Express's route template (`/orders/:id`, under the router's mount path), else the path. */
+function defaultRoute(req) {
+  const template = req.route?.path;
+  if (typeof template === 'string' && template.length > 0) return `${req.baseUrl ?? ''}${template}`;
+  return pathOf(req.originalUrl ?? req.url);
+}
+
+const view = (b) => (Object.getPrototypeOf(b) === Uint8Array.prototype ? b : new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+
+/** A body someone else read: raw bytes or text as they are, a parsed object as JSON. */
+function parsedBody(value, contentType) {
+  if (value instanceof Uint8Array) return { body: view(value), contentType };
+  if (typeof value === 'string') return { body: encoder.encode(value), contentType };
+  if (value !== null && typeof value === 'object') {
+    return { body: encoder.encode(JSON.stringify(value)), contentType: 'application/json' };
+  }
+  return { body: EMPTY, contentType };
+}
+
+/** The request body to fingerprint: { body, contentType, over? }. */
+async function requestBody(req, max) {
+  const contentType = req.headers?.['content-type'];
+  if (req.rawBody !== undefined && req.rawBody !== null) return parsedBody(req.rawBody, contentType);
+  if (unread(req)) {
+    const { body, over } = await peekBody(req, max);
+    return { body, contentType, over };
+  }
+  if (req.body !== undefined) return parsedBody(req.body, contentType);
+  return { body: EMPTY, contentType };
+}
+
+/** Writes a core reply. */
+function send(res, reply) {
+  res.statusCode = reply.status;
+  const grouped = new Map();
+  for (const [name, value] of reply.headers) {
+    const key = name.toLowerCase();
+    const entry = grouped.get(key);
+    if (entry === undefined) grouped.set(key, [name, [value]]);
+    else entry[1].push(value);
+  }
+  for (const [name, values] of grouped.values()) res.setHeader(name, values.length === 1 ? values[0] : values);
+  const { body } = reply;
+  res.setHeader('Content-Length', body.byteLength);
+  res.end(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+}
+
+function toBuffer(chunk, encoding) {
+  if (typeof chunk === 'string') return Buffer.from(chunk, typeof encoding === 'string' ? encoding : 'utf8');
+  if (chunk instanceof Uint8Array) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  throw new TypeError('response chunks must be strings or bytes');
+}
+
+/** The headers the handler set, with the names as it spelled them. */
+function responseHeaders(res) {
+  const names = typeof res.getRawHeaderNames === 'function' ? res.getRawHeaderNames() : res.getHeaderNames();
+  return headerPairs(names.map((name) => [name, res.getHeader(name)]));
+}
+
+/**
+ * Holds back what the handler writes to `res` until the record is finished.
+ * `done` resolves with { response } once the handler ends the response, or with
+ * { error } when it failed (fail()).
+ */
+function capture(res) {
+  const names = ['writeHead', 'write', 'end', 'flushHeaders'];
+  const saved = names.map((n) => [n, Object.prototype.hasOwnProperty.call(res, n), res[n]]);
+  const chunks = [];
+  let size = 0;
+  let settle;
+  let callbacks = [];
+  let settled = false;
+  const done = new Promise((resolve) => {
+    settle = resolve;
+  });
+
+  res.writeHead = function writeHead(status, reason, headers) {
+    if (typeof reason !== 'string') {
+      headers = reason;
+      reason = undefined;
+    }
+    res.statusCode = status;
+    if (reason !== undefined) res.statusMessage = reason;
+    if (Array.isArray(headers)) {
+      for (let i = 0; i + 1 < headers.length; i += 2) res.setHeader(headers[i], headers[i + 1]);
+    } else if (headers) {
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    }
+    return res;
+  };
+  res.flushHeaders = function flushHeaders() {};
+  res.write = function write(chunk, encoding, cb) {
+    if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+    if (chunk !== undefined && chunk !== null) {
+      const buf = toBuffer(chunk, encoding);
+      chunks.push(buf);
+      size += buf.length;
+    }
+    if (typeof cb === 'function') callbacks.push(cb);
+    return true;
+  };
+  res.end = function end(chunk, encoding, cb) {
+    if (typeof chunk === 'function') [cb, chunk] = [chunk, undefined];
+    if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+    if (chunk !== undefined && chunk !== null) {
+      const buf = toBuffer(chunk, encoding);
+      chunks.push(buf);
+      size += buf.length;
+    }
+    if (typeof cb === 'function') callbacks.push(cb);
+    if (settled) return res;
+    settled = true;
+    const body = Buffer.concat(chunks, size);
+    settle({
+      response: {
+        status: res.statusCode,
+        headers: responseHeaders(res),
+        body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength),
+      },
+    });
+    return res;
+  };
+
+  function restore() {
+    for (const [name, own, fn] of saved) {
+      if (own) res[name] = fn;
+      else delete res[name];
+    }
+  }
+
+  return {
+    done,
+    get settled() {
+      return settled;
+    },
+    /** The handler failed: nothing of what it wrote is sent or stored. */
+    fail(error) {
+      if (settled) return false;
+      settled = true;
+      settle({ error });
+      return true;
+    },
+    /** Sends what the handler wrote, as it wrote it. */
+    flush() {
+      restore();
+      const cbs = callbacks;
+      callbacks = [];
+      res.end(Buffer.concat(chunks, size), () => {
+        for (const cb of cbs) cb();
+      });
+    },
+    /** Sends `reply` instead of anything the handler set. */
+    replace(reply) {
+      restore();
+      for (const name of res.getHeaderNames()) res.removeHeader(name);
+      send(res, reply);
+    },
+  };
+}
+
+/**
+ * Idempotency middleware for Express and node:http.
+ * @param {import('./express.d.ts').ExpressIdempotencyOptions} options
+ * @returns {import('./express.d.ts').IdempotencyMiddleware}
+ */
+export function idempotency(options) {
+  const pipeline = createPipeline(options, 'idempotency()');
+  const { endpoint } = pipeline;
+
+  async function handle(req, res, next) {
+    if (!pipeline.guards(req.method) || req[HELD] !== undefined) {
+      next();
+      return;
+    }
+    const keyValues = headerValues(req, endpoint.headerName);
+    const route = await pipeline.routeOf(defaultRoute(req), req);
+    const tenantId = await pipeline.tenantOf(req);
+    const { body, contentType } = await requestBody(req, pipeline.maxBodyBytes);
+    const admission = pipeline.admit({ tenantId, method: req.method, route, keyValues, contentType, body });
+    if (admission.tag === 'reply') {
+      send(res, admission.reply);
+      return;
+    }
+    if (admission.tag === 'unguarded') {
+      next();
+      return;
+    }
+    const claimed = await pipeline.claim(admission.attempt);
+    if (claimed.tag === 'reply') {
+      send(res, claimed.reply);
+      return;
+    }
+    const { ticket } = claimed;
+    req.idempotency = ticket.idempotency;
+    const held = capture(res);
+    req[HELD] = held;
+    try {
+      // A handler that throws, or (node:http style, where next is the handler)
+      // returns a promise that rejects, failed: its outcome is unknown.
+      const ran = next();
+      if (ran !== null && typeof ran === 'object' && typeof ran.then === 'function') {
+        ran.then(undefined, (e) => held.fail(e));
+      }
+    } catch (e) {
+      held.fail(e);
+    }
+    const outcome = await held.done;
+    if (outcome.response !== undefined) {
+      // Owned: what the handler wrote goes out whatever finishing did (stored,
+      // released for a retry, or superseded by a recovery).
+      await ticket.complete(outcome.response);
+      held.flush();
+    } else {
+      held.replace(await ticket.fail(outcome.error));
+    }
+  }
+
+  const middleware = function idempotencyMiddleware(req, res, next) {
+    handle(req, res, next).catch((e) => next(e));
+  };
+  /**
+   * Express error middleware (app.use(guarded.onError) after the routes): a
+   * route that throws leaves its record in flight and gets the core's 500,
+   * instead of having Express's error page stored as its answer. Errors of
+   * requests the middleware does not hold go on to the next error handler.
+   */
+  middleware.onError = function idempotencyOnError(err, req, res, next) {
+    const held = req[HELD];
+    if (held !== undefined && !held.settled) {
+      held.fail(err);
+      return;
+    }
+    next(err);
+  };
+  middleware.endpoint = endpoint;
+  middleware.guard = pipeline.guard;
+  return middleware;
+}
+
+export default idempotency;

@@ -1,0 +1,67 @@
+// The options every HTTP adapter takes (intentkey/express, intentkey/fastify,
+// intentkey/fetch). `Req` is what the adapter's tenant and route functions get.
+import type { Endpoint, EndpointOptions, Profile } from '../api.js';
+import type { Store } from '../stores/types.js';
+
+type MaybePromise<T> = T | Promise<T>;
+
+/** What the handler of an owned request finds (req.idempotency, request.idempotency, idempotencyOf(request)). */
+export interface IdempotencyContext {
+  /** The storage key: HMAC(secret, tenant, client key), 64 hex. The store's primary key. */
+  readonly key: string;
+  /** The tenant the request was assigned to. */
+  readonly tenantId: string;
+}
+
+/** Where an error the client does not see happened. */
+export interface ErrorContext {
+  /** 'handler': the owner's handler threw; 'complete': finishing the record failed; 'claim': the store could not be reached; 'capture': the handler's answer could not be stored. */
+  phase: 'handler' | 'complete' | 'claim' | 'capture';
+  /** The storage key. */
+  key: string;
+}
+
+export interface IdempotencyOptions<Req extends unknown[]> {
+  /** The server secret: at least 32 random bytes, as bytes or hex. Required. */
+  secret: EndpointOptions['secret'];
+  /** The record store: memoryStore(), sqliteStore(path), await pgStore(pool). Required. */
+  store: Store;
+  /** Default 'ietf'. */
+  profile?: Profile;
+  /** The tenant of a request: a constant, or a function of it (default 'default'). */
+  tenant?: string | ((...request: Req) => MaybePromise<string>);
+  /** The route a request is fingerprinted under; default the framework's route template, else the URL path. */
+  route?: (...request: Req) => MaybePromise<string>;
+  /** Whether a request without a key gets 400 (default true) or runs unguarded. */
+  keyRequired?: boolean;
+  /** The largest body read, in bytes (default 1 MiB): past it, reading stops and the client gets 413. */
+  maxBodyBytes?: number;
+  /** Stored headers a replay restores, besides Location and Content-Type. */
+  replayHeaders?: string[];
+  /** Answered statuses that release the claim (a retry runs the handler again); default [429, 503]. */
+  releaseStatuses?: number[];
+  /** Route policies by `METHOD route`, e.g. { 'POST /orders': { version: 1, … } }. */
+  policies?: EndpointOptions['policies'];
+  /** `ietf` only: also accept a key sent without quotes. */
+  acceptBareToken?: boolean;
+  /** The Retry-After of a 409 or 503, in seconds (default 1). */
+  retryAfterSeconds?: number;
+  /** How long answers are kept and replayed, in seconds; default the core's (86,400). */
+  ttlSeconds?: number;
+  /** PostgreSQL completions that do not wait for the disk; default false. */
+  fastCompletion?: boolean;
+  /** Whole seconds now; default Math.floor(Date.now() / 1000). */
+  now?: () => number;
+  /** The methods guarded; default ['POST', 'PATCH']. Others pass through untouched. */
+  methods?: string[];
+  /** Errors the client does not see (a handler's throw, a failed completion); default console.error (Fastify: request.log). */
+  onError?: (error: unknown, context: ErrorContext) => void;
+}
+
+/** What an adapter keeps of its configuration (read-only). */
+export interface AdapterParts {
+  /** The endpoint the adapter answers with. */
+  readonly endpoint: Endpoint;
+  /** The guard over the store. */
+  readonly guard: import('../index.js').Guard;
+}

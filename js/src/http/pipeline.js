@@ -1,0 +1,264 @@
+// The one HTTP pipeline every adapter (Express and node:http, Fastify, fetch and
+// Hono) runs; the adapters only read the request and write the reply.
+//
+//   1. admit: the endpoint (the core's `http` interface) parses the key, checks
+//      the body size and derives the tenant-scoped storage key and the request
+//      fingerprint, or refuses (400, 413, 422…) or lets the request run unguarded;
+//   2. claim: the guard runs the core's claim flow on the store (memory and
+//      SQLite through the component's guard export, PostgreSQL through its
+//      flows); an attempt that does not own the effect gets the endpoint's answer
+//      (the replay, 409 with Retry-After, the profile's payload conflict); a store
+//      that cannot be reached gets the endpoint's 503;
+//   3. the owner's handler runs; what it answers is captured (status, headers,
+//      bytes) and finished by its outcome class (a release status such as 429 or
+//      503 releases the claim; anything else is stored), then sent as it was;
+//      a handler that throws leaves the record in flight and gets the endpoint's
+//      500 (no stack trace, no message).
+//
+// No HTTP rule is here: every status, header and body of an answer is the core's.
+import { IntentkeyError } from '../errors.js';
+import { PIPELINE } from '../guard.js';
+import { bytesIn } from '../claims.js';
+
+/** The methods guarded by default: the non-idempotent ones the Idempotency-Key draft names. */
+export const DEFAULT_METHODS = Object.freeze(['POST', 'PATCH']);
+
+const FAILED = Object.freeze({ tag: 'failed' });
+const EMPTY = new Uint8Array(0);
+
+function optionError(option, message) {
+  return new IntentkeyError('invalid-argument', `intentkey: \`${option}\` ${message}`, option);
+}
+
+function functionOrString(value, option, fallback) {
+  if (value === undefined || value === null) return fallback;
+  if (typeof value === 'string' || typeof value === 'function') return value;
+  throw optionError(option, 'must be a string or a function of the request');
+}
+
+/** [name, value] pairs of the handler's headers (a value list becomes one pair per value). */
+export function headerPairs(entries) {
+  const pairs = [];
+  for (const [name, value] of entries) {
+    if (value === undefined || value === null) continue;
+    if (Array.isArray(value)) for (const v of value) pairs.push([name, String(v)]);
+    else pairs.push([name, String(value)]);
+  }
+  return pairs;
+}
+
+/** The first value of a header, matched case-insensitively, or undefined. */
+function header(pairs, lower) {
+  for (const [name, value] of pairs) if (name.toLowerCase() === lower) return value;
+  return undefined;
+}
+
+/**
+ * Makes `createPipeline` over one API (the Node entry's or a pure one's).
+ * @param {{ createEndpoint: Function, createGuard: Function }} api
+ */
+export function pipelineFactory({ createEndpoint, createGuard }) {
+  /**
+   * @param {object} options the adapters' options (see the adapters' .d.ts)
+   * @param {string} adapter the adapter's name, for messages
+   */
+  return function createPipeline(options, adapter) {
+    if (options === null || typeof options !== 'object') {
+      throw optionError('options', `${adapter} takes an options object: { secret, store, … }`);
+    }
+    if (options.secret === undefined || options.secret === null) {
+      throw new IntentkeyError(
+        'invalid-secret',
+        `${adapter}: the \`secret\` option is missing: give at least 32 random bytes, as a Uint8Array or hex ` +
+          '(the same secret on every server of the API, kept out of the code)',
+        'secret',
+      );
+    }
+    const { store } = options;
+    if (store === undefined || store === null) {
+      throw optionError(
+        'store',
+        `is missing: ${adapter} needs a record store (memoryStore() for tests, sqliteStore(path), await pgStore(pool))`,
+      );
+    }
+    const endpoint = createEndpoint({
+      secret: options.secret,
+      profile: options.profile,
+      acceptBareToken: options.acceptBareToken,
+      retryAfterSeconds: options.retryAfterSeconds,
+      replayHeaders: options.replayHeaders,
+      keyRequired: options.keyRequired,
+      maxBodyBytes: options.maxBodyBytes,
+      policies: options.policies,
+    });
+    let guard;
+    try {
+      guard = createGuard({
+        store,
+        endpoint,
+        releaseStatuses: options.releaseStatuses,
+        ttlSeconds: options.ttlSeconds,
+        fastCompletion: options.fastCompletion,
+        now: options.now,
+      });
+    } catch (e) {
+      if (e instanceof IntentkeyError) throw e;
+      throw optionError(/store/.test(e.message) ? 'store' : 'options', `: ${e.message}`);
+    }
+    const { claim, finish, now } = guard[PIPELINE];
+    const tenant = functionOrString(options.tenant, 'tenant', 'default');
+    const route = options.route ?? null;
+    if (route !== null && typeof route !== 'function') throw optionError('route', 'must be a function of the request');
+    const methods = new Set((options.methods ?? DEFAULT_METHODS).map((m) => String(m).toUpperCase()));
+    const onError = options.onError ?? null;
+    if (onError !== null && typeof onError !== 'function') throw optionError('onError', 'must be a function (error, context)');
+
+    /** Hands an error the client does not see (a handler's throw, a failed completion) to onError, or logs it. */
+    function report(error, context, log) {
+      try {
+        if (onError !== null) onError(error, context);
+        else (log ?? console.error)(`intentkey: ${context.phase}:`, error);
+      } catch {
+        // an onError that throws must not break the request
+      }
+    }
+
+    /**
+     * The tenant of a request: the option's constant, or its function's answer
+     * (awaited), which must be a non-empty string.
+     */
+    async function tenantOf(...args) {
+      const t = typeof tenant === 'function' ? await tenant(...args) : tenant;
+      if (typeof t !== 'string' || t.length === 0) {
+        throw optionError('tenant', `answered ${t === '' ? 'an empty string' : typeof t}: it must give each request a non-empty tenant id`);
+      }
+      return t;
+    }
+
+    /** The route: the option's function (awaited), else `fallback` (the framework's template, or the path). */
+    async function routeOf(fallback, ...args) {
+      if (route === null) return fallback;
+      const r = await route(...args);
+      if (typeof r !== 'string' || r.length === 0) throw optionError('route', 'must answer a non-empty string (a template or the path)');
+      return r;
+    }
+
+    /**
+     * The endpoint's admission: { tag: 'reply', reply } (refused: answer it, run
+     * nothing), { tag: 'unguarded' } or { tag: 'guarded', attempt }. A body past
+     * maxBodyBytes may be given cut one chunk past the limit: the core answers
+     * it (413 once the key is good).
+     */
+    function admit(request) {
+      const admission = endpoint.admit(request, now());
+      if (admission.tag === 'refused') return { tag: 'reply', reply: admission.reply };
+      return admission;
+    }
+
+    /**
+     * Claims an admitted attempt: { tag: 'reply', reply } (a replay, 409, the
+     * payload conflict, or 503 when the store cannot be reached) or
+     * { tag: 'owned', ticket }. Any other store failure is thrown (a clear
+     * IntentkeyError: store-failed and what the store said).
+     */
+    async function claimAttempt(attempt) {
+      let claimed;
+      try {
+        claimed = await claim(attempt);
+      } catch (e) {
+        if (e instanceof IntentkeyError && e.code === 'store-unavailable') {
+          report(e, { phase: 'claim', key: attempt.key });
+          return { tag: 'reply', reply: endpoint.unavailable(now()) };
+        }
+        throw e;
+      }
+      const { outcome, ownerToken } = claimed;
+      if (outcome.tag !== 'owned') return { tag: 'reply', reply: endpoint.answer(outcome, now()) };
+      return { tag: 'owned', ticket: ticketFor(attempt, ownerToken) };
+    }
+
+    /** The headers of a captured response worth storing: the ones the core's replay restores. */
+    function storedHeaders(status, pairs) {
+      const others = pairs.filter(([name]) => name.toLowerCase() !== 'content-type');
+      if (others.length === 0) return others;
+      // The core's allow-list decides (a replay of the headers alone; its last
+      // header is the replay marker): Set-Cookie and the like are never stored.
+      const replay = endpoint.answer({ tag: 'done', val: { status, contentType: '', headers: others, body: EMPTY } }, 0);
+      return replay.headers.slice(0, -1);
+    }
+
+    /** An owned attempt in progress: what the adapter finishes it with. */
+    function ticketFor(attempt, ownerToken) {
+      let settled = false;
+      const once = () => {
+        if (settled) throw new Error('intentkey: this request was already finished (a bug in the adapter)');
+        settled = true;
+      };
+      return {
+        idempotency: Object.freeze({ key: attempt.key, tenantId: attempt.tenantId }),
+        get settled() {
+          return settled;
+        },
+        /**
+         * The handler answered { status, headers: [name, value][], body }:
+         * finished by its outcome class. Resolves with what finishing did
+         * ('stored', 'released', 'superseded'), or null when the store failed
+         * (reported; the record stays in flight and recovery settles it).
+         * Never rejects: the handler's answer goes to the client either way.
+         */
+        async complete(captured) {
+          once();
+          let response;
+          try {
+            const headers = headerPairs(captured.headers);
+            response = {
+              status: captured.status,
+              contentType: header(headers, 'content-type') ?? '',
+              headers: storedHeaders(captured.status, headers),
+              body: bytesIn(captured.body ?? EMPTY, 'the response body'),
+            };
+          } catch (e) {
+            report(e, { phase: 'capture', key: attempt.key });
+            response = null;
+          }
+          try {
+            return await finish(attempt.key, ownerToken, response === null ? FAILED : { tag: 'answered', val: response });
+          } catch (e) {
+            report(e, { phase: 'complete', key: attempt.key });
+            return null;
+          }
+        },
+        /**
+         * The handler failed (threw, or never answered): its outcome is unknown,
+         * so the record stays in flight (a retry gets 409 until recovery settles
+         * it). Resolves with the endpoint's 500, which carries no stack trace.
+         */
+        async fail(error, log) {
+          once();
+          report(error, { phase: 'handler', key: attempt.key }, log);
+          try {
+            await finish(attempt.key, ownerToken, FAILED);
+          } catch (e) {
+            report(e, { phase: 'complete', key: attempt.key }, log);
+          }
+          return endpoint.failed(now());
+        },
+      };
+    }
+
+    return Object.freeze({
+      endpoint,
+      guard,
+      /** The body limit: adapters stop reading once past it (the core then answers 413). */
+      maxBodyBytes: endpoint.maxBodyBytes,
+      /** Whether requests with this method go through the pipeline at all. */
+      guards: (method) => methods.has(String(method).toUpperCase()),
+      tenantOf,
+      routeOf,
+      admit,
+      claim: claimAttempt,
+      report,
+      now,
+    });
+  };
+}

@@ -1,0 +1,94 @@
+// Record stores: the seven operations of the WIT `store` interface over the one
+// schema (version 3). Shared by the Node entry and the store subpaths.
+
+export type MaybePromise<T> = T | Promise<T>;
+
+/** A response as the WIT carries it: the body bytes. */
+export interface WitResponse {
+  status: number;
+  contentType: string;
+  headers: Array<[string, string]>;
+  body: Uint8Array;
+}
+
+/** A record as the WIT carries it (and the stores hold it): WIT status spelling, bigint times. */
+export interface WitRecord {
+  key: string;
+  fingerprint: string;
+  tenantId: string;
+  actionType: string;
+  status: 'in-flight' | 'done' | 'needs-reconciliation';
+  ownerToken: string;
+  response: WitResponse | undefined;
+  createdAt: bigint;
+  expiresAt: bigint | undefined;
+  lookups: number;
+  nextLookupAt: bigint | undefined;
+}
+
+/** A fenced completion (WIT `completion`). */
+export interface WitCompletion {
+  key: string;
+  ownerToken: string;
+  response: WitResponse;
+  expiresAt: bigint;
+  fast: boolean;
+}
+
+/** A fenced recovery write (WIT `replacement`). */
+export interface WitReplacement {
+  expectedToken: string;
+  expectedLookups: number;
+  record: WitRecord;
+}
+
+/**
+ * A record store: the seven operations of the WIT `store` interface, each one
+ * atomic statement, every write after the claim fenced on the owner token.
+ * Synchronous stores (`synchronous: true`) answer plain values and plug into the
+ * component's store import; asynchronous ones answer promises and the guard
+ * drives the core's flow over them. A failure is thrown with
+ * `payload: { tag: 'unavailable' | 'failed', val: message }`.
+ */
+export interface Store {
+  readonly kind: string;
+  readonly synchronous: boolean;
+  /** INSERT … ON CONFLICT (key) DO NOTHING: true when this call inserted. */
+  insert(record: WitRecord): MaybePromise<boolean>;
+  get(key: string): MaybePromise<WitRecord | undefined>;
+  /** UPDATE … SET status = 'done', … WHERE key AND status = 'in_flight' AND owner_token. */
+  complete(completion: WitCompletion): MaybePromise<boolean>;
+  /** Every mutable column, WHERE key AND status = 'in_flight' AND owner_token AND lookups. */
+  replace(replacement: WitReplacement): MaybePromise<boolean>;
+  /** DELETE … WHERE key AND status = 'in_flight' AND owner_token. */
+  release(request: { key: string; ownerToken: string }): MaybePromise<boolean>;
+  /** Records with `status`, oldest first (created_at, key), at most `limit`. */
+  list(status: WitRecord['status'], limit: number): MaybePromise<WitRecord[]>;
+  /** DELETE … WHERE status = 'done' AND expires_at <= now: how many. */
+  purge(now: bigint): MaybePromise<number | bigint>;
+  close?(): MaybePromise<void>;
+}
+
+export interface MemoryStore extends Store {
+  readonly kind: 'memory';
+  readonly synchronous: true;
+  close(): void;
+}
+
+export interface SqliteStore extends Store {
+  readonly kind: 'sqlite';
+  readonly synchronous: true;
+  /** The better-sqlite3 Database. */
+  readonly db: any;
+  /** Closes the database if the store opened it (from a path). */
+  close(): void;
+}
+
+export interface PgStore extends Store {
+  readonly kind: 'pg';
+  readonly synchronous: false;
+  /** The pg Pool or Client. */
+  readonly db: any;
+  /** Ends the pool if the store made it (from a config). */
+  close(): Promise<void>;
+}
