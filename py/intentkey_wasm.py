@@ -30,22 +30,29 @@ fuel budget, so a runaway guest traps instead of hanging the process.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import threading
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from wasmtime import Config, Engine, Store
 from wasmtime.component import Component, Linker, Record, ResourceAny, Variant
 
 __all__ = [
     "ERROR_CODES",
+    "Admission",
+    "Attempt",
+    "Endpoint",
     "Guard",
     "IntentkeyError",
     "IntentkeyTrap",
     "Keyer",
     "MemoryStore",
+    "Reply",
     "Runtime",
     "answer_lines",
+    "default_options",
     "default_component_path",
     "load",
     "new_uuid_key",
@@ -54,12 +61,24 @@ __all__ = [
 
 _KEYS = "intentkey:core/keys@0.3.0"
 _GUARD = "intentkey:core/guard@0.3.0"
+_HTTP = "intentkey:core/http@0.3.0"
 _SECRETS = "intentkey:core/secrets@0.3.0"
 _RANDOM = "intentkey:core/random@0.3.0"
 _STORE = "intentkey:core/store@0.3.0"
 _GATEWAY = "intentkey:core/gateway@0.3.0"
 
 _GUARD_EXPORTS = ("claim", "finish", "recover", "due", "purge")
+
+_HTTP_EXPORTS = (
+    "default-options",
+    "[static]endpoint.create",
+    "[method]endpoint.header-name",
+    "[method]endpoint.admit",
+    "[method]endpoint.answer",
+    "[method]endpoint.too-large",
+    "[method]endpoint.unavailable",
+    "[method]endpoint.failed",
+)
 
 _EXPORTS = (
     "[static]keyer.create",
@@ -282,7 +301,7 @@ class Runtime:
         if keys is None:
             raise IntentkeyTrap(f"the component does not export {_KEYS}")
         funcs = {}
-        for interface, names in ((_KEYS, _EXPORTS), (_GUARD, _GUARD_EXPORTS)):
+        for interface, names in ((_KEYS, _EXPORTS), (_GUARD, _GUARD_EXPORTS), (_HTTP, _HTTP_EXPORTS)):
             parent = instance.get_export_index(store, interface)
             if parent is None:
                 raise IntentkeyTrap(f"the component does not export {interface}")
@@ -646,3 +665,197 @@ class Guard:
     def purge(self, now: int) -> int:
         """Deletes done records past their expiry; never in-flight ones."""
         return self._call("purge", _s64(now))
+
+
+# -- HTTP: the core's rules for keys that clients send ---------------------------
+
+#: The profiles: which header carries the key, its syntax and limits, the answers' shape.
+PROFILES = ("ietf", "stripe", "ofb")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer: status, headers (``Content-Type`` among them) as
+    ``(name, value)`` pairs in order, body bytes."""
+
+    status: int
+    headers: List[Tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> Optional[str]:
+        """The first value of a header, matched case-insensitively."""
+        for n, v in self.headers:
+            if n.lower() == name.lower():
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What a claim needs: the tenant-scoped storage key, the request
+    fingerprint, the tenant and ``METHOD route``."""
+
+    key: str
+    fingerprint: str
+    tenant_id: str
+    action_type: str
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the endpoint does with a request: ``tag`` ``"guarded"`` (claim
+    ``attempt``, run the handler only if owned), ``"unguarded"`` (no key,
+    keys optional: run the handler) or ``"refused"`` (send ``reply``, run
+    nothing)."""
+
+    tag: str
+    attempt: Optional[Attempt] = None
+    reply: Optional[Reply] = None
+
+
+def _reply(rec: Any) -> Reply:
+    return Reply(rec.status, [(str(n), str(v)) for n, v in rec.headers], bytes(rec.body))
+
+
+def _options_dict(rec: Any) -> dict:
+    return {
+        "profile": rec.profile,
+        "accept_bare_token": _get(rec, "accept_bare_token"),
+        "retry_after_seconds": _get(rec, "retry_after_seconds"),
+        "replay_headers": list(_get(rec, "replay_headers")),
+        "key_required": _get(rec, "key_required"),
+        "max_body_bytes": _get(rec, "max_body_bytes"),
+    }
+
+
+def default_options(profile: str = "ietf", *, runtime: Optional[Runtime] = None) -> dict:
+    """A profile's documented defaults, as the component gives them."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, not {profile!r}")
+    return _options_dict(_runtime(runtime).call("default-options", profile))
+
+
+class Endpoint:
+    """One server's HTTP rules, run by the component's ``http`` export: its
+    secret, profile options and route policies.
+
+    :meth:`admit` parses the key header, checks the body, derives the
+    tenant-scoped storage key and the request fingerprint; :meth:`answer`
+    turns a claim outcome (as :meth:`Guard.claim` returns it) into the
+    replay, the 409 or the conflict answer; :meth:`too_large`,
+    :meth:`unavailable` and :meth:`failed` are the other fixed answers.
+    Options left ``None`` take the profile's defaults. ``policies`` maps
+    ``"METHOD route"`` to a policy document (JSON text or a dict) whose
+    ignored fields leave that route's fingerprints.
+    """
+
+    def __init__(self, secret: bytes, *, profile: str = "ietf", accept_bare_token: Optional[bool] = None,
+                 retry_after_seconds: Optional[int] = None, replay_headers: Optional[Sequence[str]] = None,
+                 key_required: Optional[bool] = None, max_body_bytes: Optional[int] = None,
+                 policies: Optional[Mapping[str, Any]] = None, runtime: Optional[Runtime] = None):
+        if not isinstance(secret, (bytes, bytearray, memoryview)):
+            raise TypeError(f"secret must be bytes, not {type(secret).__name__}")
+        self._rt = _runtime(runtime)
+        options = default_options(profile, runtime=self._rt)
+        given = {"accept_bare_token": accept_bare_token, "retry_after_seconds": retry_after_seconds,
+                 "replay_headers": None if replay_headers is None else list(replay_headers),
+                 "key_required": key_required, "max_body_bytes": max_body_bytes}
+        options.update({k: v for k, v in given.items() if v is not None})
+        self.options = options
+        self._options = _record(**options)
+        self._policies = [
+            (_text("policy action", action), policy if isinstance(policy, str) else json.dumps(policy))
+            for action, policy in (policies or {}).items()
+        ]
+        self._secret = bytes(secret)
+        self._resource: Optional[ResourceAny] = None
+        self._generation = -1
+        self._handle()  # validate now
+
+    def _handle(self) -> ResourceAny:
+        rt = self._rt
+        if self._resource is not None and self._generation == rt.generation and rt._store is not None:
+            return self._resource
+        secret_id = rt.register_secret(self._secret)
+        try:
+            with rt._lock:
+                created = rt.call("[static]endpoint.create", secret_id, self._options, self._policies)
+                generation = rt.generation
+        finally:
+            rt.forget_secret(secret_id)  # the guest keeps it inside the resource
+        self._resource = _unwrap(created)
+        self._generation = generation
+        return self._resource
+
+    def _method(self, name: str, *args: Any) -> Any:
+        with self._rt._lock:
+            return self._rt.call(f"[method]endpoint.{name}", self._handle(), *args)
+
+    def header_name(self) -> str:
+        """The profile's key header name, as the profile spells it."""
+        return self._method("header-name")
+
+    def admit(self, tenant_id: str, method: str, route: str, key_values: Sequence[str],
+              content_type: Optional[str], body: bytes, now: int) -> Admission:
+        """Applies the rules to a request. ``key_values``: the values of every
+        header named :meth:`header_name` (case-insensitively), one per line.
+        Raises :class:`IntentkeyError` only for what the server got wrong (an
+        empty tenant, method or route)."""
+        request = _record(tenant_id=_text("tenant_id", tenant_id), method=_text("method", method),
+                          route=_text("route", route), key_values=[_text("key value", v) for v in key_values],
+                          content_type=content_type, body=bytes(body))
+        answer = self._method("admit", request, _s64(now))
+        # result<admission, error>: the admission is a tagged Variant, an error a Record.
+        if isinstance(answer, Record):
+            raise IntentkeyError._from_record(answer)
+        if isinstance(answer, Variant) and answer.tag == "ok":
+            answer = answer.payload
+        if answer.tag == "guarded":
+            a = answer.payload
+            return Admission("guarded", attempt=Attempt(a.key, a.fingerprint, _get(a, "tenant_id"), _get(a, "action_type")))
+        if answer.tag == "refused":
+            return Admission("refused", reply=_reply(answer.payload))
+        return Admission(answer.tag)
+
+    def answer(self, outcome: Variant, now: int) -> Optional[Reply]:
+        """The answer to a claim outcome (``Variant('done', response)``,
+        ``Variant('in-flight')``, ``Variant('payload-conflict')``); ``None``
+        for ``Variant('owned')``: run the handler."""
+        reply = self._method("answer", outcome, _s64(now))
+        return None if reply is None else _reply(reply)
+
+    def too_large(self, now: int) -> Reply:
+        """413: the body is larger than ``max_body_bytes``."""
+        return _reply(self._method("too-large", _s64(now)))
+
+    def unavailable(self, now: int) -> Reply:
+        """503 with ``Retry-After``: the store could not be reached."""
+        return _reply(self._method("unavailable", _s64(now)))
+
+    def failed(self, now: int) -> Reply:
+        """500: the handler failed and its outcome is unknown (the record stays in flight)."""
+        return _reply(self._method("failed", _s64(now)))
+
+    def close(self) -> None:
+        """Drops the guest resource (and the secret the guest holds in it)."""
+        self._release(now=True)
+
+    def _release(self, now: bool) -> None:
+        resource, self._resource = getattr(self, "_resource", None), None
+        if resource is not None:
+            self._rt.drop(resource, self._generation, now)
+
+    def __repr__(self) -> str:
+        return f"Endpoint(profile={self.options['profile']!r}, policies={[a for a, _ in self._policies]!r})"
+
+    def __enter__(self) -> "Endpoint":
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._release(now=False)
+        except Exception:
+            pass

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""Runs the HTTP conformance vectors (tests/vectors/http/http_test.json)
+through the WebAssembly component via wasmtime-py: the endpoint is the
+component's ``http`` export (:class:`intentkey_wasm.Endpoint`), the claims
+are its ``guard`` export over a fresh :class:`intentkey_wasm.MemoryStore`
+per case. The pipeline is the one every runner follows
+(tests/vectors/README.md, "HTTP vectors"; the Rust twin is
+crates/vectors/src/http.rs).
+
+Each step compares the path taken, whether the handler ran, the status, the
+exact header list and the exact body bytes. The ``fingerprints``,
+``storage_keys`` and ``endpoint_answers`` lists are checked through the
+endpoint. After the run, a canary run on altered copies of a few vectors
+must fail, so a runner that compares nothing cannot pass.
+
+Prints ``python-wasmtime: http vectors: …`` and, last,
+``python-wasmtime-http: N passed, M failed``. Exit status 0 only when M == 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import intentkey_wasm as ik  # noqa: E402
+from wasmtime.component import Variant  # noqa: E402
+
+SCHEMA = "intentkey_http_vectors_v1"
+KINDS = ("handler", "failed", "unguarded", "replay", "in-flight", "payload-conflict", "refused")
+PROBE_KEY = "fingerprint-probe"
+STORAGE_KEY_ROUTE = "/storage-key"
+DEFAULTS = {"accept_bare_token": False, "retry_after_seconds": 1, "replay_headers": ["Location", "Content-Type"],
+            "key_required": True, "max_body_bytes": 1048576, "policies": {}}
+
+
+class Broken(Exception):
+    """The vector file is malformed: not a vector failure, broken input."""
+
+
+def data(obj: Dict[str, Any], text: str, hexname: str, at: str) -> bytes:
+    """``text`` (UTF-8) or ``hexname`` (hex): exactly one."""
+    has_text, has_hex = text in obj, hexname in obj
+    if has_text == has_hex:
+        raise Broken(f"{at}: needs exactly one of {text} and {hexname}")
+    if has_text:
+        return obj[text].encode("utf-8")
+    return bytes.fromhex(obj[hexname])
+
+
+def show(b: bytes) -> str:
+    try:
+        s = repr(b.decode("utf-8"))
+    except UnicodeDecodeError:
+        s = "hex " + b.hex()
+    return s if len(s) <= 300 else s[:300] + f"… ({len(b)} bytes)"
+
+
+def pairs(value: Any) -> List[Tuple[str, str]]:
+    return [(n, v) for n, v in value]
+
+
+def reply_diff(want: Dict[str, Any], got: ik.Reply, at: str) -> List[str]:
+    out = []
+    if want["status"] != got.status:
+        out.append(f"status: want {want['status']}, got {got.status}")
+    if pairs(want["headers"]) != list(got.headers):
+        out.append(f"headers:\n      want {pairs(want['headers'])}\n      got  {list(got.headers)}")
+    body = data(want, "body", "body_hex", at)
+    if body != got.body:
+        out.append(f"body:\n      want {show(body)}\n      got  {show(got.body)}")
+    return out
+
+
+def endpoint_of(secret: bytes, config: Dict[str, Any]) -> ik.Endpoint:
+    return ik.Endpoint(secret, profile=config["profile"], accept_bare_token=config["accept_bare_token"],
+                       retry_after_seconds=config["retry_after_seconds"], replay_headers=config["replay_headers"],
+                       key_required=config["key_required"], max_body_bytes=config["max_body_bytes"],
+                       policies=config["policies"])
+
+
+def as_is(response: Dict[str, Any], at: str) -> ik.Reply:
+    """The reply an adapter sends for a handler's response: status, its
+    Content-Type (when not empty), its headers as they are, its body."""
+    headers = [("Content-Type", response["content_type"])] if response["content_type"] else []
+    headers += pairs(response["headers"])
+    return ik.Reply(response["status"], headers, data(response, "body", "body_hex", at))
+
+
+def run_step(endpoint: ik.Endpoint, guard: ik.Guard, header_name: str, step: Dict[str, Any],
+             at: str) -> Tuple[str, bool, ik.Reply, Optional[str]]:
+    """The adapter pipeline: (kind, handler ran, reply, finished)."""
+    now = step["now"]
+    request = step["request"]
+    headers = pairs(request["headers"])
+    key_values = [v for n, v in headers if n.lower() == header_name.lower()]
+    content_type = next((v for n, v in headers if n.lower() == "content-type"), None)
+    body = data(request, "body", "body_hex", at + ".request")
+    handler = step["handler"]
+    admission = endpoint.admit(request["tenant"], request["method"], request["route"], key_values,
+                               content_type, body, now)
+    if admission.tag == "refused":
+        return "refused", False, admission.reply, None
+    if admission.tag == "unguarded":
+        if handler == "throws":
+            raise Broken(f"{at}: the handler of an unguarded step throws")
+        return "unguarded", True, as_is(handler, at + ".handler"), None
+    a = admission.attempt
+    outcome, token = guard.claim(a.key, a.fingerprint, a.tenant_id, a.action_type, now)
+    reply = endpoint.answer(outcome, now)
+    if outcome.tag == "owned":
+        if reply is not None:
+            raise AssertionError(f"answer(owned) gave a {reply.status} reply; an owned attempt runs the handler")
+        if handler == "throws":
+            finished = guard.finish(a.key, token, Variant("failed"), now)
+            return "failed", True, endpoint.failed(now), finished
+        response = ik.response(handler["status"], data(handler, "body", "body_hex", at + ".handler"),
+                               handler["content_type"], pairs(handler["headers"]))
+        finished = guard.finish(a.key, token, Variant("answered", response), now)
+        return "handler", True, as_is(handler, at + ".handler"), finished
+    if reply is None:
+        raise AssertionError(f"answer({outcome.tag}) gave no reply; only an owned attempt gets none")
+    kind = {"done": "replay", "in-flight": "in-flight", "payload-conflict": "payload-conflict"}[outcome.tag]
+    return kind, False, reply, None
+
+
+def step_problems(case: Dict[str, Any], step: Dict[str, Any], trace: Tuple[str, bool, ik.Reply, Optional[str]],
+                  at: str) -> List[str]:
+    kind, ran, reply, finished = trace
+    expect = step["expect"]
+    out = []
+    if kind != expect["kind"]:
+        out.append(f"path: want {expect['kind']}, got {kind}")
+    if ran != expect["ran"]:
+        out.append(f"handler ran: want {expect['ran']}, got {ran}")
+    out += reply_diff(expect, reply, at)
+    handler = step["handler"]
+    if kind == "handler":
+        want_finished = "released" if handler["status"] in case["release_statuses"] else "stored"
+    elif kind == "failed":
+        want_finished = "left-in-flight"
+    else:
+        want_finished = None
+    if finished != want_finished:
+        out.append(f"finish: want {want_finished}, got {finished}")
+    return out
+
+
+class Report:
+    def __init__(self) -> None:
+        self.counts = {name: [0, 0] for name in ("cases", "steps", "fingerprints", "storage keys", "endpoint answers")}
+        self.handler_runs = 0
+        self.failures: List[str] = []
+
+    def tally(self, name: str, passed: bool) -> None:
+        self.counts[name][0] += 1
+        self.counts[name][1] += passed
+
+    def summary(self, runtime: str) -> str:
+        parts = [f"{p}/{n} {name}" for name, (n, p) in self.counts.items()]
+        parts[1] += f" ({self.handler_runs} handler runs)"
+        return f"{runtime}: http vectors: {', '.join(parts)} passed"
+
+
+def guarded(admission: ik.Admission) -> ik.Attempt:
+    if admission.tag != "guarded":
+        detail = f" with {admission.reply.status} {show(admission.reply.body)}" if admission.reply else ""
+        raise AssertionError(f"admitted {admission.tag}{detail}, want guarded")
+    return admission.attempt
+
+
+def run(doc: Dict[str, Any]) -> Report:
+    secret = bytes.fromhex(doc["secret_hex"])
+    report = Report()
+    for case in doc["cases"]:
+        name = case["name"]
+        before = len(report.failures)
+        endpoint = endpoint_of(secret, case["endpoint"])
+        guard = ik.Guard(ik.MemoryStore(), release_statuses=case["release_statuses"])
+        header_name = endpoint.header_name()
+        if header_name != case["header_name"]:
+            report.failures.append(f"{name}: header-name: want {case['header_name']!r}, got {header_name!r}")
+        for i, step in enumerate(case["steps"]):
+            at = f"{name}#{i + 1}"
+            try:
+                trace = run_step(endpoint, guard, case["header_name"], step, at)
+                problems = step_problems(case, step, trace, at)
+                report.handler_runs += trace[1]
+            except Broken:
+                raise
+            except Exception as exc:  # a runtime error or a broken contract
+                problems = [f"{type(exc).__name__}: {exc}"]
+            report.tally("steps", not problems)
+            if problems:
+                report.failures.append(f"{at}: " + "\n    ".join(problems))
+        endpoint.close()
+        report.tally("cases", len(report.failures) == before)
+
+    for i, f in enumerate(doc["fingerprints"]):
+        at = f"fingerprints[{i}] ({f['comment']})"
+        try:
+            endpoint = endpoint_of(secret, {**DEFAULTS, "profile": "stripe", "policies": f["policies"]})
+            a = guarded(endpoint.admit(f["tenant"], f["method"], f["route"], [PROBE_KEY], f["content_type"],
+                                       data(f, "body", "body_hex", at), 0))
+            endpoint.close()
+            problems = []
+            if a.fingerprint != f["fingerprint"]:
+                problems.append(f"fingerprint: want {f['fingerprint']}, got {a.fingerprint}")
+            if (a.tenant_id, a.action_type) != (f["tenant"], f["action_type"]):
+                problems.append(f"attempt: want {f['tenant']} / {f['action_type']}, got {a.tenant_id} / {a.action_type}")
+        except Exception as exc:
+            problems = [f"{type(exc).__name__}: {exc}"]
+        report.tally("fingerprints", not problems)
+        if problems:
+            report.failures.append(f"{at}: " + "; ".join(problems))
+
+    for i, s in enumerate(doc["storage_keys"]):
+        at = f"storage_keys[{i}] ({s['comment']})"
+        try:
+            endpoint = endpoint_of(secret, {**DEFAULTS, "profile": s["profile"]})
+            a = guarded(endpoint.admit(s["tenant"], "POST", STORAGE_KEY_ROUTE, [s["header_value"]], None, b"", 0))
+            endpoint.close()
+            problems = [] if a.key == s["storage_key"] else [f"storage key: want {s['storage_key']}, got {a.key}"]
+        except Exception as exc:
+            problems = [f"{type(exc).__name__}: {exc}"]
+        report.tally("storage keys", not problems)
+        if problems:
+            report.failures.append(f"{at}: " + "; ".join(problems))
+
+    calls: Dict[str, Callable[[ik.Endpoint, int], ik.Reply]] = {
+        "too-large": ik.Endpoint.too_large, "unavailable": ik.Endpoint.unavailable, "failed": ik.Endpoint.failed}
+    for i, a in enumerate(doc["endpoint_answers"]):
+        at = f"endpoint_answers[{i}] ({a['comment']})"
+        try:
+            endpoint = endpoint_of(secret, a["endpoint"])
+            problems = reply_diff(a["expect"], calls[a["call"]](endpoint, a["now"]), at)
+            endpoint.close()
+        except Exception as exc:
+            problems = [f"{type(exc).__name__}: {exc}"]
+        report.tally("endpoint answers", not problems)
+        if problems:
+            report.failures.append(f"{at}: " + "\n    ".join(problems))
+    return report
+
+
+def lint(doc: Any) -> None:
+    """The schema, the counts, the members every runner relies on."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise Broken(f"schema is not {SCHEMA}")
+    cases = doc["cases"]
+    counts = {
+        "numberOfCases": len(cases),
+        "numberOfSteps": sum(len(c["steps"]) for c in cases),
+        "numberOfFingerprints": len(doc["fingerprints"]),
+        "numberOfStorageKeys": len(doc["storage_keys"]),
+        "numberOfEndpointAnswers": len(doc["endpoint_answers"]),
+    }
+    for name, found in counts.items():
+        if doc.get(name) != found:
+            raise Broken(f"{name} says {doc.get(name)}, the file holds {found}")
+    names = [c["name"] for c in cases]
+    if len(set(names)) != len(names):
+        raise Broken("two cases share a name")
+    for c in cases:
+        for i, s in enumerate(c["steps"]):
+            e = s["expect"]
+            if e["kind"] not in KINDS:
+                raise Broken(f"{c['name']}#{i + 1}: unknown kind {e['kind']!r}")
+            if (e["kind"] == "refused") != ("refusal" in e):
+                raise Broken(f"{c['name']}#{i + 1}: refusal is given exactly when the kind is refused")
+
+
+def canary(doc: Dict[str, Any]) -> List[str]:
+    """Alters three vectors; the runner must report each. Returns problems."""
+    altered = copy.deepcopy(doc)
+    altered["cases"] = altered["cases"][:2]
+    body = altered["cases"][0]["steps"][1]["expect"]
+    body["body"] = body["body"] + " "
+    altered["cases"][1]["steps"][0]["expect"]["ran"] = False
+    altered["fingerprints"] = altered["fingerprints"][:1]
+    altered["fingerprints"][0]["fingerprint"] = "0" * 64
+    altered["storage_keys"] = altered["storage_keys"][:1]
+    altered["endpoint_answers"] = altered["endpoint_answers"][:1]
+    report = run(altered)
+    problems = []
+    if len(report.failures) != 3:
+        problems.append(f"the canary run on 3 altered vectors reported {len(report.failures)} failures")
+    if report.counts["cases"][1] != 0 or report.counts["fingerprints"][1] != 0:
+        problems.append("the canary run passed an altered case or fingerprint")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vectors", default=os.path.join(REPO, "tests", "vectors", "http", "http_test.json"))
+    parser.add_argument("--component", default=None, help="dist/intentkey.wasm by default")
+    args = parser.parse_args()
+    if args.component:
+        ik.load(args.component)
+    with open(args.vectors, encoding="utf-8") as f:
+        doc = json.load(f)
+    try:
+        lint(doc)
+    except (Broken, KeyError, TypeError) as exc:
+        print(f"python-wasmtime-http: {args.vectors} is malformed: {exc}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    report = run(doc)
+    elapsed = time.perf_counter() - started
+    for failure in report.failures:
+        print("FAIL", failure)
+    expected_runs = sum(s["expect"]["ran"] for c in doc["cases"] for s in c["steps"])
+    if report.handler_runs != expected_runs and not report.failures:
+        report.failures.append(f"the handler ran {report.handler_runs} times, the vectors say {expected_runs}")
+    canary_problems = canary(doc)
+    for problem in canary_problems:
+        print("FAIL canary:", problem)
+    print(report.summary("python-wasmtime") + f" in {elapsed:.2f} s")
+    total = sum(n for name, (n, _) in report.counts.items() if name != "cases")
+    failed = len(report.failures) + len(canary_problems)
+    print(f"python-wasmtime-http: {total - len(report.failures)} passed, {failed} failed")
+    return 0 if failed == 0 and total > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
