@@ -781,6 +781,14 @@ impl HttpSubject for Forgetful {
     }
 }
 
+fn case<'a>(vectors: &'a mut HttpVectors, name: &str) -> &'a mut v::Case {
+    vectors
+        .cases
+        .iter_mut()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
 #[test]
 fn the_runner_can_fail() {
     let vectors = HttpVectors::load().unwrap_or_else(|e| panic!("{e}"));
@@ -791,7 +799,7 @@ fn the_runner_can_fail() {
 
     // One byte of one replayed body.
     let mut altered = vectors.clone();
-    let step = altered.cases[3].steps[1]
+    let step = case(&mut altered, "binary-body-replayed-byte-for-byte").steps[1]
         .expect
         .reply
         .body
@@ -805,8 +813,15 @@ fn the_runner_can_fail() {
 
     // A header's case, a status, a fingerprint, a storage key, a fixed answer.
     let mut altered = vectors.clone();
-    altered.cases[0].steps[1].expect.reply.headers[2].0 = "idempotent-replayed".into();
-    altered.cases[4].steps[1].expect.reply.status = 429;
+    case(&mut altered, "ietf-first-request-then-replay").steps[1]
+        .expect
+        .reply
+        .headers[2]
+        .0 = "idempotent-replayed".into();
+    case(&mut altered, "ambiguous-throw-then-409-ietf").steps[1]
+        .expect
+        .reply
+        .status = 429;
     altered.fingerprints[0].fingerprint.replace_range(0..1, "x");
     altered.storage_keys[1].storage_key = altered.storage_keys[0].storage_key.clone();
     altered.endpoint_answers[1].expect.headers.pop();
@@ -816,8 +831,12 @@ fn the_runner_can_fail() {
 
     // A path and a handler run.
     let mut altered = vectors.clone();
-    altered.cases[0].steps[1].expect.kind = "handler".into();
-    altered.cases[0].steps[1].expect.ran = true;
+    case(&mut altered, "ietf-first-request-then-replay").steps[1]
+        .expect
+        .kind = "handler".into();
+    case(&mut altered, "ietf-first-request-then-replay").steps[1]
+        .expect
+        .ran = true;
     assert_eq!(run(&altered).failures.len(), 1);
 
     // A runtime that forgets what it stored runs handlers it must not.
