@@ -92,3 +92,48 @@ export function pdfBytes() {
   out.set(all, head.length);
   return out;
 }
+
+/**
+ * One request written by hand on a socket, for what HTTP clients refuse to
+ * send (a header with a control character, say): the status and the body.
+ * @param {number} port
+ * @param {string} path
+ * @param {[string, string][]} headerLines
+ * @param {string} body
+ * @returns {Promise<{ status: number, headers: Record<string, string>, text: string }>}
+ */
+export function rawRequest(port, path, headerLines, body) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const chunks = [];
+    socket.on('data', (c) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('latin1');
+      const [head, ...rest] = raw.split('\r\n\r\n');
+      const [statusLine, ...lines] = head.split('\r\n');
+      const headers = {};
+      for (const line of lines) {
+        const i = line.indexOf(':');
+        headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
+      }
+      let text = rest.join('\r\n\r\n');
+      if (headers['transfer-encoding'] === 'chunked') {
+        let out = '';
+        for (let i = 0; ; ) {
+          const end = text.indexOf('\r\n', i);
+          const size = parseInt(text.slice(i, end), 16);
+          if (!size) break;
+          out += text.slice(end + 2, end + 2 + size);
+          i = end + 2 + size + 2;
+        }
+        text = out;
+      }
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, text: Buffer.from(text, 'latin1').toString('utf8') });
+    });
+    const bytes = Buffer.from(body, 'utf8');
+    const lines = [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close', `Content-Length: ${bytes.length}`];
+    for (const [name, value] of headerLines) lines.push(`${name}: ${value}`);
+    socket.write(Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), bytes]));
+  });
+}
