@@ -12,27 +12,20 @@ export const here = dirname(fileURLToPath(import.meta.url));
 export const pkgDir = join(here, '..', '..');
 export const vectorsDir = join(pkgDir, '..', 'tests', 'vectors');
 const HTTP_RUNNER = join(pkgDir, 'test', 'http-vector-runner.js');
+const HTTP_VECTORS = join(vectorsDir, 'http', 'http_test.json');
 
-/** The HTTP conformance vector files: http*.json. */
-const isHttpVectorFile = (name) => name.startsWith('http') && name.endsWith('.json');
-
-/** The key vector files (every other *.json), sorted, as text. */
+/** The key vector files (tests/vectors/*.json), sorted, as text. */
 export function keyVectorTexts() {
   return readdirSync(vectorsDir)
-    .filter((name) => name.endsWith('.json') && !isHttpVectorFile(name))
+    .filter((name) => name.endsWith('.json'))
     .sort()
     .map((name) => ({ name, text: readFileSync(join(vectorsDir, name), 'utf8') }));
 }
 
-/**
- * The HTTP vector files as text, or null when there are none yet. Once there are,
- * the runner (test/http-vector-runner.js) must be there too.
- */
-export function httpVectorTexts() {
-  const names = readdirSync(vectorsDir).filter(isHttpVectorFile).sort();
-  if (names.length === 0) return null;
-  if (!existsSync(HTTP_RUNNER)) fail(`tests/vectors has ${names.join(', ')} but test/http-vector-runner.js is missing`);
-  return names.map((name) => ({ name, text: readFileSync(join(vectorsDir, name), 'utf8') }));
+/** The HTTP conformance vectors (tests/vectors/http/http_test.json) as text. */
+export function httpVectorText() {
+  if (!existsSync(HTTP_VECTORS)) fail(`${HTTP_VECTORS} is missing`);
+  return readFileSync(HTTP_VECTORS, 'utf8');
 }
 
 export function fail(message) {
@@ -96,12 +89,11 @@ export function cleanup(app) {
 
 /** The test files every runtime copies into its project. */
 export function suiteFiles() {
-  const files = [
+  return [
     [join(here, 'suite.js'), 'suite.js'],
     [join(pkgDir, 'test', 'vector-runner.js'), 'vector-runner.js'],
+    [HTTP_RUNNER, 'http-vector-runner.js'],
   ];
-  if (existsSync(HTTP_RUNNER)) files.push([HTTP_RUNNER, 'http-vector-runner.js']);
-  return files;
 }
 
 /**
@@ -111,13 +103,10 @@ export function suiteFiles() {
  * line; exits 1 on any failure.
  */
 export function runMain(runtime, version, command) {
-  const httpVectors = httpVectorTexts();
-  const files = suiteFiles();
-  files.push([join(here, 'main.mjs'), 'main.mjs']);
-  if (httpVectors !== null) files.push([join(here, 'http-suite.js'), 'http-suite.js']);
-  const app = packAndInstall(runtime, files);
+  const input = { keyVectors: keyVectorTexts(), httpVectors: httpVectorText() };
+  const app = packAndInstall(runtime, [...suiteFiles(), [join(here, 'main.mjs'), 'main.mjs']]);
   try {
-    writeFileSync(join(app, 'input.json'), JSON.stringify({ keyVectors: keyVectorTexts(), httpVectors }));
+    writeFileSync(join(app, 'input.json'), JSON.stringify(input));
     const [cmd, args] = command(app);
     const r = spawnSync(cmd, args, { cwd: app, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, NO_COLOR: '1' } });
     const last = r.stdout.trim().split('\n').at(-1) ?? '';
@@ -128,6 +117,7 @@ export function runMain(runtime, version, command) {
       fail(`${runtime} exited ${r.status ?? r.signal} without a result:\n${r.stdout}${r.stderr}`);
     }
     console.log(`${result.line} (${version}; packed package)`);
+    console.log(result.summary);
     if (r.status !== 0 || result.failures.length > 0) {
       for (const f of result.failures) console.error(`  ${f}`);
       if (r.stderr) console.error(r.stderr);

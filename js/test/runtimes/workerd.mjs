@@ -10,7 +10,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import {
-  binPath, cleanup, fail, here, httpVectorTexts, keyVectorTexts, packAndInstall, probe, suiteFiles, unavailable,
+  binPath, cleanup, fail, here, httpVectorText, keyVectorTexts, packAndInstall, probe, suiteFiles, unavailable,
 } from './support.mjs';
 
 const version = probe(binPath('workerd'));
@@ -37,12 +37,20 @@ function resolveExport(target) {
   return null;
 }
 
-/** A bare specifier, resolved from the project's node_modules through package.json "exports". */
+/**
+ * A bare specifier (`intentkey`, `intentkey/fetch`), resolved from the project's
+ * node_modules through the package's "exports".
+ */
 function resolveBare(app, spec) {
-  const dir = join(app, 'node_modules', spec);
+  const parts = spec.split('/');
+  const name = spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+  const subpath = `.${spec.slice(name.length)}`;
+  const dir = join(app, 'node_modules', name);
+  if (!existsSync(join(dir, 'package.json'))) fail(`${spec}: no package ${name} in the project`);
   const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
-  const target = resolveExport(pkg.exports?.['.'] ?? pkg.exports);
-  if (target === null) fail(`${spec}: no export matches the conditions ${CONDITIONS.join(', ')}`);
+  const exports = typeof pkg.exports === 'string' || subpath !== '.' ? pkg.exports?.[subpath] : (pkg.exports?.['.'] ?? pkg.exports);
+  const target = resolveExport(exports);
+  if (target === null) fail(`${spec}: the package exports nothing for ${subpath} under the conditions ${CONDITIONS.join(', ')}`);
   return join(dir, target);
 }
 
@@ -72,8 +80,6 @@ function collectModules(app, entry) {
         const spec = m[2];
         if (spec.startsWith('./') || spec.startsWith('../')) {
           const target = resolve(dirname(path), spec);
-          // A dynamic import of an optional file (http-suite.js) is resolved only when it is there.
-          if (re === DYNAMIC && !existsSync(target)) continue;
           visit(target);
         } else if (!spec.startsWith('cloudflare:') && !spec.startsWith('workerd:')) {
           if (spec.startsWith('node:')) fail(`${relative(app, path)} imports ${spec}, which workerd lacks without nodejs_compat`);
@@ -88,7 +94,7 @@ function collectModules(app, entry) {
   // A bare specifier names a module at the root of the Worker (the main module is
   // there): a one-line module re-exports the resolved entry, as a bundler links it.
   for (const [spec, target] of bare) {
-    let rel = relative(app, target);
+    let rel = relative(dirname(join(app, spec)), target);
     if (!rel.startsWith('.')) rel = `./${rel}`;
     modules.push({ type: 'ESModule', path: join(app, spec), contents: `export * from ${JSON.stringify(rel)};\n` });
   }
@@ -96,16 +102,17 @@ function collectModules(app, entry) {
 }
 
 const keyVectors = keyVectorTexts();
-const httpVectors = httpVectorTexts();
-const files = suiteFiles();
-files.push([join(here, 'worker.mjs'), 'worker.mjs']);
-if (httpVectors !== null) files.push([join(here, 'http-suite.js'), 'http-suite.js']);
-const app = packAndInstall('workerd', files);
+const httpVectors = httpVectorText();
+const app = packAndInstall('workerd', [...suiteFiles(), [join(here, 'worker.mjs'), 'worker.mjs']]);
 let mf;
 try {
   const modules = collectModules(app, join(app, 'worker.mjs'));
   const names = modules.map((m) => relative(app, m.path));
-  for (const want of ['node_modules/intentkey/src/worker.js', 'node_modules/intentkey/vendor/pure/intentkey.core.wasm']) {
+  for (const want of [
+    'node_modules/intentkey/src/worker.js',
+    'node_modules/intentkey/src/adapters/fetch-workerd.js',
+    'node_modules/intentkey/vendor/pure/intentkey.core.wasm',
+  ]) {
     if (!names.includes(want)) fail(`the Worker does not load ${want}; it loads ${names.join(', ')}`);
   }
   const wasm = modules.filter((m) => m.type === 'CompiledWasm').length;
@@ -127,6 +134,7 @@ try {
     fail(`workerd answered HTTP ${response.status}, not JSON: ${text.slice(0, 2000)}`);
   }
   console.log(`${result.line} (${version}; ${modules.length} modules, ${wasm} CompiledWasm, packed package)`);
+  if (result.summary) console.log(result.summary);
   if (response.status !== 200 || result.failures.length > 0) {
     for (const f of result.failures) console.error(`  ${f}`);
     fail(`workerd: ${result.failures.length} failure(s), HTTP ${response.status}`);
