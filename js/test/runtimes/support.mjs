@@ -70,6 +70,8 @@ function run(cmd, args, cwd) {
  */
 export function packAndInstall(prefix, testFiles) {
   const root = mkdtempSync(join(tmpdir(), `intentkey-${prefix}-`));
+  // Removed however the test ends (fail() exits at once).
+  process.on('exit', () => rmSync(root, { recursive: true, force: true }));
   const packed = JSON.parse(run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', root], pkgDir));
   const files = packed[0].files.map((f) => f.path);
   for (const need of ['src/index.js', 'src/worker.js', 'vendor/intentkey.core.wasm', 'vendor/pure/core-modules-static.js']) {

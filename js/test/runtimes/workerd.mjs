@@ -105,6 +105,7 @@ const keyVectors = keyVectorTexts();
 const httpVectors = httpVectorText();
 const app = packAndInstall('workerd', [...suiteFiles(), [join(here, 'worker.mjs'), 'worker.mjs']]);
 let mf;
+let problem = null; // failed after miniflare started: reported once it is disposed
 try {
   const modules = collectModules(app, join(app, 'worker.mjs'));
   const names = modules.map((m) => relative(app, m.path));
@@ -127,19 +128,24 @@ try {
     body: JSON.stringify({ keyVectors, httpVectors }),
   });
   const text = await response.text();
-  let result;
+  let result = null;
   try {
     result = JSON.parse(text);
   } catch {
-    fail(`workerd answered HTTP ${response.status}, not JSON: ${text.slice(0, 2000)}`);
+    problem = `workerd answered HTTP ${response.status}, not JSON: ${text.slice(0, 2000)}`;
   }
-  console.log(`${result.line} (${version}; ${modules.length} modules, ${wasm} CompiledWasm, packed package)`);
-  if (result.summary) console.log(result.summary);
-  if (response.status !== 200 || result.failures.length > 0) {
-    for (const f of result.failures) console.error(`  ${f}`);
-    fail(`workerd: ${result.failures.length} failure(s), HTTP ${response.status}`);
+  if (result !== null) {
+    console.log(`${result.line} (${version}; ${modules.length} modules, ${wasm} CompiledWasm, packed package)`);
+    if (result.summary) console.log(result.summary);
+    if (response.status !== 200 || result.failures.length > 0) {
+      for (const f of result.failures) console.error(`  ${f}`);
+      problem = `workerd: ${result.failures.length} failure(s), HTTP ${response.status}`;
+    }
   }
+} catch (e) {
+  problem = `workerd: ${e && e.stack ? e.stack : e}`;
 } finally {
   await mf?.dispose();
   cleanup(app);
 }
+if (problem !== null) fail(problem);
