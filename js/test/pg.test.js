@@ -9,7 +9,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import pg from 'pg';
-import { claims, createGuard, createKeyer, idempotency, jsonResponse, pgStore } from '../src/index.js';
+import { createEndpoint, createGuard, jsonResponse, pgStore } from '../src/index.js';
+import { idempotency } from '../src/adapters/express.js';
 import { coreSchema } from '../src/stores/schema.js';
 import { freshSchema, pgAvailability, PG_CONFIG } from './support/pg.js';
 import { bytes, storeSuite, witRecord } from './support/store-suite.js';
@@ -24,7 +25,8 @@ import {
   recoverContend,
   strand,
 } from './support/race.js';
-import { request, serve } from './support/http.js';
+import { serve } from './support/http.js';
+import { BINARY, SECRET, T, answer, httpClient, newState } from './support/adapter-suite.js';
 
 const { skip } = await pgAvailability('pg.test.js');
 
@@ -267,57 +269,59 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
     });
   });
 
-  test('HTTP middleware on PostgreSQL: owned, replayed, 409, 422, 400', async () => {
+  test('HTTP on PostgreSQL (intentkey/express on node:http): owned, replayed byte for byte, 409, the core’s 422 and 400, 503 released', async () => {
     await withSchema(async ({ pool }) => {
-      const keyer = createKeyer({ secret: '5c'.repeat(32) });
-      const guard = createGuard({ store: await pgStore(pool), keyer });
-      let runs = 0;
-      let gate = null;
-      const mw = idempotency({ guard, tenantId: 'tenant-1', actionType: 'pix.send' });
+      const state = newState();
+      const guarded = idempotency({ secret: SECRET, store: await pgStore(pool), now: () => T, tenant: 'tenant-1', onError: () => {} });
       const server = await serve((req, res) =>
-        mw(req, res, async (err) => {
+        guarded(req, res, async (err) => {
           if (err) {
-            res.statusCode = 500;
+            res.statusCode = 599;
             res.end(String(err));
             return;
           }
-          runs++;
-          if (gate) await gate;
-          res.setHeader('Content-Type', 'application/json');
-          res.statusCode = 201;
-          res.end(JSON.stringify({ id: `pay_${runs}`, key: req.idempotencyKey }));
+          const chunks = [];
+          for await (const c of req) chunks.push(c);
+          const a = await answer(state, JSON.parse(Buffer.concat(chunks).toString('utf8')), req.idempotency);
+          res.statusCode = a.status;
+          for (const [name, value] of a.headers) res.setHeader(name, value);
+          res.end(typeof a.body === 'string' ? a.body : Buffer.from(a.body));
         }),
       );
+      const core = createEndpoint({ secret: SECRET });
+      const send = (key, body) =>
+        httpClient(server.port, { headers: ['content-type', 'application/json', ...(key ? ['idempotency-key', `"${key}"`] : [])], body });
       try {
-        const body = '{"creditor_key":"123.456.789-09","amount":"10.50","currency":"BRL"}';
-        const first = await request(server, { key: 'http-1', body });
-        assert.equal(first.status, 201);
-        assert.equal(first.headers['idempotent-replayed'], undefined);
-        assert.deepEqual(JSON.parse(first.body), { id: 'pay_1', key: 'http-1' });
-        const again = await request(server, { key: 'http-1', body: '{"amount":"10.5","currency":"brl","creditor_key":"12345678909"}' });
-        assert.equal(again.status, 201);
-        assert.equal(again.headers['idempotent-replayed'], 'true');
-        assert.equal(again.body, first.body);
-        const conflict = await request(server, { key: 'http-1', body: '{"creditor_key":"123.456.789-09","amount":"99.00","currency":"BRL"}' });
+        const first = await send('http-1', '{"mode":"binary"}');
+        assert.deepEqual(first.body, BINARY);
+        const again = await send('http-1', '{ "mode" : "binary" }');
+        assert.deepEqual([again.status, again.header('idempotent-replayed'), again.header('location')], [200, 'true', '/files/1']);
+        assert.deepEqual(again.body, BINARY);
+        const conflict = await send('http-1', '{"mode":"other"}');
         assert.equal(conflict.status, 422);
-        assert.equal(conflict.body, claims.answerFor({ outcome: 'payload-conflict' }).body);
-        const missing = await request(server, { body });
+        assert.deepEqual(conflict.body, core.answer('payload-conflict', T).body);
+        const missing = await send(undefined, '{}');
         assert.equal(missing.status, 400);
-        assert.equal(missing.body, claims.missingKeyAnswer('Idempotency-Key').body);
         let open;
-        gate = new Promise((r) => {
+        state.gate = new Promise((r) => {
           open = r;
         });
-        const slow = request(server, { key: 'http-2', body });
-        while ((await pool.query("SELECT 1 FROM intentkey_records WHERE key = 'http-2'")).rows.length === 0) {
+        const slow = send('http-2', '{}');
+        while ((await pool.query("SELECT 1 FROM intentkey_records WHERE status = 'in_flight'")).rows.length === 0) {
           await new Promise((r) => setTimeout(r, 2));
         }
-        const busy = await request(server, { key: 'http-2', body });
-        assert.equal(busy.status, 409);
-        assert.equal(busy.headers['content-type'], 'application/problem+json');
+        const busy = await send('http-2', '{}');
+        assert.deepEqual([busy.status, busy.header('retry-after')], [409, '1']);
         open();
         assert.equal((await slow).status, 201);
-        assert.equal(runs, 2);
+        state.gate = null;
+        state.unavailable = 1;
+        assert.equal((await send('http-3', '{"mode":"unavailable"}')).status, 503);
+        assert.equal((await send('http-3', '{"mode":"unavailable"}')).status, 201);
+        assert.equal(state.runs, 4);
+        const row = (await pool.query("SELECT response_body, response_body_bytes FROM intentkey_records WHERE response_status = 200")).rows[0];
+        assert.equal(row.response_body, null);
+        assert.deepEqual(new Uint8Array(row.response_body_bytes), BINARY);
       } finally {
         await server.close();
       }

@@ -10,7 +10,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { GROUP_TYPES } from '../vector-runner.js';
-import { claims } from '../../src/index.js';
+import { claims, createEndpoint } from '../../src/index.js';
 
 // The record the page decides on (page.js's RECORD; page.js itself only runs in a browser).
 const RECORD = {
@@ -107,12 +107,19 @@ test('every golden vector passes in headless Chromium', async (t) => {
   // Randomness from crypto.getRandomValues: v4 keys, all different.
   for (const key of result.uuids) assert.match(key, /^[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}$/);
   assert.equal(new Set(result.uuids).size, result.uuids.length);
-  // The same claim decisions as in Node (the pure component there, the full one here).
+  // The same claim decisions and HTTP answers (keys and fingerprints too) as in
+  // Node (the pure component there, the full one here).
   const r = { ...RECORD };
+  const e = createEndpoint({ secret: '07'.repeat(32), profile: 'ofb' });
+  const plain = (reply) => ({ ...reply, body: Array.from(reply.body) });
+  const request = { tenantId: 't', method: 'POST', route: '/orders', keyValues: [], body: new Uint8Array() };
   assert.deepEqual(result.claims, {
-    missing: claims.missingKeyAnswer('Idempotency-Key'),
-    inFlight: claims.answerFor(claims.decideExisting(r, 'fp')),
-    conflict: claims.answerFor(claims.decideExisting(r, 'other')),
+    header: 'x-idempotency-key',
+    missing: plain(e.admit(request, 0).reply),
+    attempt: e.admit({ ...request, keyValues: ['k-1'], contentType: 'application/json', body: '{"a":1}' }, 0).attempt,
+    inFlight: plain(e.answer(claims.decideExisting(r, 'fp'), 0)),
+    conflict: plain(e.answer(claims.decideExisting(r, 'other'), 0)),
+    failed: plain(e.failed(0)),
     recovery: claims.decideRecovery(r, 'unknown', false, 0),
     classes: ['released', 'ambiguous'],
     rules: claims.defaultRules(),

@@ -41,10 +41,18 @@ async function main() {
     claims: (() => {
       const c = intentkey.claims;
       const r = RECORD;
+      // The HTTP answers come from an endpoint (the core's `http` interface); bodies
+      // are bytes, passed back as plain arrays.
+      const e = intentkey.createEndpoint({ secret: '07'.repeat(32), profile: 'ofb' });
+      const plain = (reply) => ({ ...reply, body: Array.from(reply.body) });
+      const request = { tenantId: 't', method: 'POST', route: '/orders', keyValues: [], body: new Uint8Array() };
       return {
-        missing: c.missingKeyAnswer('Idempotency-Key'),
-        inFlight: c.answerFor(c.decideExisting(r, 'fp')),
-        conflict: c.answerFor(c.decideExisting(r, 'other')),
+        header: e.headerName,
+        missing: plain(e.admit(request, 0).reply),
+        attempt: e.admit({ ...request, keyValues: ['k-1'], contentType: 'application/json', body: '{"a":1}' }, 0).attempt,
+        inFlight: plain(e.answer(c.decideExisting(r, 'fp'), 0)),
+        conflict: plain(e.answer(c.decideExisting(r, 'other'), 0)),
+        failed: plain(e.failed(0)),
         recovery: c.decideRecovery(r, 'unknown', false, 0),
         classes: [c.classify({ answered: { status: 429, contentType: '', body: '' } }), c.classify('failed')],
         rules: c.defaultRules(),

@@ -56,8 +56,9 @@ createKeyer({});
 import {
   IntentkeyRefused,
   claims,
+  createEndpoint,
   createGuard,
-  idempotency,
+  init,
   jsonResponse,
   memoryStore,
   pgStore,
@@ -68,6 +69,7 @@ import {
   type Guard,
   type LookupAnswer,
   type RecoverResult,
+  type Reply,
   type RunResult,
   type Store,
 } from 'intentkey';
@@ -86,9 +88,28 @@ const record: ClaimRecord = {
   nextLookupAt: null,
 };
 const decision = claims.decideExisting(record, 'fp');
-if (decision.outcome === 'done') console.log(decision.response.body, decision.response.headers.length);
-const answer = claims.answerFor(decision);
-if (answer !== null) console.log(answer.status, answer.replayed);
+if (decision.outcome === 'done') {
+  const bytes: Uint8Array = decision.response.body;
+  console.log(bytes.byteLength, decision.response.headers.length);
+}
+const endpoint = createEndpoint({
+  secret: 'ab'.repeat(32),
+  profile: 'stripe',
+  replayHeaders: ['ETag'],
+  maxBodyBytes: 65_536,
+  policies: { 'POST /orders': { version: 1 } },
+});
+const header: string = endpoint.headerName;
+const admission = endpoint.admit({ tenantId: 't', method: 'POST', route: '/orders', keyValues: ['k'], body: new Uint8Array() });
+if (admission.tag === 'guarded') console.log(admission.attempt.key, admission.attempt.fingerprint);
+else if (admission.tag === 'refused') console.log(admission.reply.status, admission.reply.headers, admission.reply.body.byteLength);
+const answer: Reply | null = endpoint.answer(decision, 1_700_000_000);
+const busy: Reply | null = endpoint.answer('in-flight');
+const replies: Reply[] = [endpoint.tooLarge(), endpoint.unavailable(0), endpoint.failed(0n)];
+console.log(header, answer?.status, busy, replies.length);
+void init().then(() => undefined);
+// @ts-expect-error not a profile
+createEndpoint({ secret: '', profile: 'soap' });
 const recovery = claims.decideRecovery(record, 'unknown', false, 1_700_000_060);
 if (recovery.action === 'check-later') console.log(recovery.nextLookupAt);
 const cls: 'terminal' | 'released' | 'ambiguous' = claims.classify({ answered: jsonResponse(429, {}) });
@@ -100,6 +121,7 @@ const lite: Store = sqliteStore(':memory:', { busyTimeoutMs: 5000 });
 const guard: Guard = createGuard({
   store: mem,
   keyer,
+  endpoint,
   ttlSeconds: 86_400,
   releaseStatuses: [429, 503],
   fastCompletion: false,
@@ -115,6 +137,13 @@ async function claimSide(): Promise<void> {
     contentType: 'text/plain',
     body: 'ok',
   }));
+  await guard.run({ key: 'k3', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, () => ({
+    status: 200,
+    contentType: 'application/pdf',
+    body: new Uint8Array([0xff]),
+  }));
+  const replayed: Uint8Array = r2.response.body;
+  console.log(replayed);
   const finished: Finished | undefined = r.finished;
   console.log(r.outcome, r.response.status, r.response.headers, r.replayed, r2.key, finished, lite.kind);
   await guard.run({ key: 'k2', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, async () => {
@@ -140,7 +169,37 @@ async function claimSide(): Promise<void> {
   console.log(purged, seen?.ownerToken, stuck.length);
 }
 void claimSide;
-const mw = idempotency({ guard, tenantId: (req) => String(req.headers['x-tenant']), header: 'Idempotency-Key' });
+// The adapters.
+import { idempotency } from 'intentkey/express';
+import { idempotency as honoIdempotency, idempotencyOf, withIdempotency } from 'intentkey/fetch';
+import { memoryStore as memoryOnly } from 'intentkey/stores/memory';
+import { sqliteStore as sqliteOnly } from 'intentkey/stores/sqlite';
+import { pgStore as pgOnly } from 'intentkey/stores/pg';
+
+const mw = idempotency({
+  secret: 'ab'.repeat(32),
+  store: memoryOnly(),
+  profile: 'ietf',
+  tenant: (req) => String(req.headers['x-tenant']),
+  keyRequired: true,
+  maxBodyBytes: 1 << 20,
+  replayHeaders: ['ETag'],
+  releaseStatuses: [429, 503],
+  onError: (error, context) => console.log(error, context.phase, context.key),
+});
 mw({}, {}, (err?: unknown) => console.log(err));
 const onError: (err: unknown, req: any, res: any, next: (err?: unknown) => void) => void = mw.onError;
-void onError;
+console.log(onError, mw.endpoint.headerName, mw.guard.rules);
+// @ts-expect-error the store is required
+idempotency({ secret: 'ab'.repeat(32) });
+
+const fetchHandler = withIdempotency(
+  async (request: Request, env: { DB: string }) => {
+    const ctx = idempotencyOf(request);
+    return new Response(ctx === undefined ? 'unguarded' : `${ctx.key} ${ctx.tenantId} ${env.DB}`);
+  },
+  { secret: new Uint8Array(32), store: memoryOnly(), tenant: (request, env) => `${request.method}${env.DB}` },
+);
+const served: Promise<Response> = fetchHandler(new Request('http://x/'), { DB: 'd' });
+const honoMw = honoIdempotency({ secret: 'ab'.repeat(32), store: memoryOnly(), profile: 'ofb' });
+console.log(served, honoMw, sqliteOnly, pgOnly);
