@@ -161,7 +161,8 @@ function capture(res) {
     if (typeof cb === 'function') callbacks.push(cb);
     if (settled) return res;
     settled = true;
-    const body = Buffer.concat(chunks, size);
+    // Express ends a response with one end(chunk): that chunk is the body.
+    const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
     settle({
       response: {
         status: res.statusCode,
@@ -194,11 +195,15 @@ function capture(res) {
     /** Sends what the handler wrote, as it wrote it. */
     flush() {
       restore();
+      const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
       const cbs = callbacks;
       callbacks = [];
-      res.end(Buffer.concat(chunks, size), () => {
-        for (const cb of cbs) cb();
-      });
+      if (cbs.length === 0) res.end(body);
+      else {
+        res.end(body, () => {
+          for (const cb of cbs) cb();
+        });
+      }
     },
     /** Sends `reply` instead of anything the handler set. */
     replace(reply) {

@@ -177,14 +177,29 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       return { tag: 'owned', ticket: ticketFor(attempt, ownerToken) };
     }
 
+    // Which of a response's headers a replay restores is the core's allow-list
+    // (Location, Content-Type, replayHeaders; never hop-by-hop ones). It depends
+    // only on the header names, so the core is asked once per set of names (a
+    // replay of placeholders) and its answer kept: handlers send the same few
+    // sets again and again.
+    const keptByNames = new Map();
+    const KEPT_SETS = 256;
+
     /** The headers of a captured response worth storing: the ones the core's replay restores. */
     function storedHeaders(status, pairs) {
       const others = pairs.filter(([name]) => name.toLowerCase() !== 'content-type');
       if (others.length === 0) return others;
-      // The core's allow-list decides (a replay of the headers alone; its last
-      // header is the replay marker): Set-Cookie and the like are never stored.
-      const replay = endpoint.answer({ tag: 'done', val: { status, contentType: '', headers: others, body: EMPTY } }, 0);
-      return replay.headers.slice(0, -1);
+      const names = others.map(([name]) => name.toLowerCase()).join('\n');
+      let kept = keptByNames.get(names);
+      if (kept === undefined) {
+        const placeholders = others.map(([name], i) => [name, String(i)]);
+        const replay = endpoint.answer({ tag: 'done', val: { status, contentType: '', headers: placeholders, body: EMPTY } }, 0);
+        // The replay's last header is its marker (Idempotent-Replayed); the others are the kept ones, in order.
+        kept = new Set(replay.headers.slice(0, -1).map(([, i]) => Number(i)));
+        if (keptByNames.size >= KEPT_SETS) keptByNames.clear();
+        keptByNames.set(names, kept);
+      }
+      return others.filter((_, i) => kept.has(i));
     }
 
     /** An owned attempt in progress: what the adapter finishes it with. */

@@ -227,6 +227,8 @@ export function adapterSuite(label, makeApp, { repeatedHeaders = true } = {}) {
       assert.deepEqual([againA.header('idempotent-replayed'), againB.header('idempotent-replayed')], ['true', 'true']);
       assert.deepEqual(againA.body, a.body);
       assert.deepEqual(againB.body, b.body);
+      // The same header names, other values: each replay restores its own.
+      assert.deepEqual([againA.header('location'), againB.header('location')], ['/orders/ord_1', '/orders/ord_2']);
       assert.equal(state.runs, 2);
     });
 
