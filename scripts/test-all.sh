@@ -45,6 +45,9 @@ step "the claim flow from Python (memory store through the component's import)" 
 step "HTTP conformance vectors in Python (the component's http endpoint and guard)" python3 py/run_http_vectors.py
 step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg and SQLite)" logged node-tests bash -c "cd js && npm test"
 step "golden vectors in headless Chromium" bash -c "cd js && npm run test:browser"
+step "the packed npm package in Bun (key and HTTP vectors, intentkey/fetch)" logged bun bash -c "cd js && npm run -s test:bun"
+step "the packed npm package in Deno (key and HTTP vectors, intentkey/fetch)" logged deno bash -c "cd js && npm run -s test:deno"
+step "the packed npm package in workerd via miniflare (key and HTTP vectors, intentkey/fetch)" logged workerd bash -c "cd js && npm run -s test:workerd"
 step "README main command (intentkey demo on SQLite)" cargo run -q --locked -p intentkey-cli -- demo
 
 trap - ERR
