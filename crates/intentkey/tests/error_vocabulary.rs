@@ -1,6 +1,6 @@
 //! One error vocabulary: the same set of kebab-case codes in the Rust core
 //! (`ErrorCode::ALL`), the WIT contract (`enum error-code`), the npm
-//! package's types (`ErrorCode` in js/src/index.d.ts) and the Python binding
+//! package's types (`ErrorCode` in js/src/api.d.ts) and the Python binding
 //! (`ERROR_CODES`). A code known to one place and missing from another fails
 //! here, listing each missing code under each place: the bindings must never
 //! meet a code they do not know (and map it, silently, to something else).
@@ -118,7 +118,7 @@ fn wit_codes(wit: &str) -> Result<Codes, String> {
 
 /// The members of `export type ErrorCode = 'a' | 'b' …;` in a .d.ts file.
 fn ts_codes(dts: &str) -> Result<Codes, String> {
-    let place = "js/src/index.d.ts type ErrorCode";
+    let place = "js/src/api.d.ts type ErrorCode";
     let text = strip_c_comments(dts);
     let union = between(&text, "export type ErrorCode =", ";", place)?;
     let (found, other) = literals(union);
@@ -183,8 +183,8 @@ fn places() -> Vec<(&'static str, Result<Codes, String>)> {
             wit_codes(&read("wit/intentkey.wit")),
         ),
         (
-            "TypeScript type ErrorCode (js/src/index.d.ts)",
-            ts_codes(&read("js/src/index.d.ts")),
+            "TypeScript type ErrorCode (js/src/api.d.ts)",
+            ts_codes(&read("js/src/api.d.ts")),
         ),
         (
             "Python ERROR_CODES (py/intentkey_wasm.py)",
