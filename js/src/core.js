@@ -326,7 +326,7 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     }
   }
 
-  const createEndpoint = endpointFactory({ instance, callOn, withSecret, secretBytes });
+  const createEndpoint = endpointFactory({ instance, callOn, withSecret, secretBytes, driving });
 
   /**
    * The endpoint whose answers the guard gives when no endpoint is configured:

@@ -123,6 +123,26 @@ function admissionOut(a) {
   }
 }
 
+/**
+ * The hidden method of an endpoint that serves a request on a synchronous store
+ * in one component call (the guard's `serve`: admit, claim, answer). Only the
+ * HTTP pipeline uses it, through the guard (guard.js).
+ */
+export const SERVE = Symbol('intentkey.endpoint.serve');
+
+function servedOut(s) {
+  switch (s.tag) {
+    case 'answer':
+      return { tag: 'reply', reply: replyOut(s.val) };
+    case 'unguarded':
+      return { tag: 'unguarded' };
+    case 'owned':
+      return { tag: 'owned', attempt: { ...s.val.attempt }, ownerToken: s.val.ownerToken };
+    default:
+      throw new Error(`intentkey: the core answered an unknown serve outcome ${s.tag} (a bug)`);
+  }
+}
+
 const timeIn = (now) => secondsIn(now === undefined ? systemNow() : now, 'now');
 
 /**
@@ -132,9 +152,10 @@ const timeIn = (now) => secondsIn(now === undefined ? systemNow() : now, 'now');
  *   callOn: (inst: any, fn: (inst: any) => any) => any,
  *   withSecret: (inst: any, secret: Uint8Array, fn: (secretId: string) => any) => any,
  *   secretBytes: (secret: unknown) => Uint8Array,
+ *   driving: (store: any, ask: any, fn: (guard: any) => any) => any,
  * }} host how core.js reaches the component
  */
-export function endpointFactory({ instance, callOn, withSecret, secretBytes }) {
+export function endpointFactory({ instance, callOn, withSecret, secretBytes, driving }) {
   /**
    * One server's HTTP rules.
    * @param {{
@@ -217,6 +238,22 @@ export function endpointFactory({ instance, callOn, withSecret, secretBytes }) {
       unavailable: reply('unavailable'),
       /** 500: the handler failed; its outcome is unknown and the record stays in flight. */
       failed: reply('failed'),
+      /**
+       * Admits `request`, claims it on the synchronous `store` and answers an
+       * attempt that does not own the effect, in one component call:
+       * { tag: 'reply', reply } | { tag: 'unguarded' } | { tag: 'owned', attempt, ownerToken }.
+       * A store that cannot be reached throws IntentkeyError store-unavailable.
+       */
+      [SERVE](store, request, now) {
+        const req = requestIn(request);
+        const t = timeIn(now);
+        const r = use();
+        if (inst.poisoned) {
+          // What callOn says of an object whose instance trapped.
+          return callOn(inst, () => undefined);
+        }
+        return servedOut(driving(store, null, (g) => g.serve(r, req, t)));
+      },
       /** Frees the endpoint (and its copy of the secret) inside the component now. */
       dispose() {
         const r = live;

@@ -38,6 +38,7 @@ import {
   u32,
 } from './claims.js';
 import { TRUSTED } from './stores/trusted.js';
+import { SERVE } from './endpoint.js';
 
 /**
  * What the HTTP pipeline (http/pipeline.js) uses of a guard: the claim and the
@@ -610,6 +611,15 @@ export function guardFactory({ internal, claims }) {
       [PIPELINE]: Object.freeze({
         /** Claims a WIT attempt now: { outcome (WIT claim-outcome), ownerToken }. */
         claim: (attempt) => claim(attempt, now()),
+        /**
+         * Synchronous stores (memory, SQLite) with an endpoint: admits, claims and
+         * answers a request in one component call (the endpoint's serve); null
+         * otherwise (admit, then claim).
+         */
+        serve:
+          sync && endpoint !== null && typeof endpoint[SERVE] === 'function'
+            ? (request) => endpoint[SERVE](store, request, now())
+            : null,
         /** Finishes an owned attempt with a WIT effect-result: what finishing did. */
         finish: (key, ownerToken, wit) => finish(key, ownerToken, { wit }),
         now,

@@ -1,7 +1,10 @@
 //! The `guard` export: the core's flows driven against the host's imported
 //! `store` and `gateway` (world `intentkey`, for synchronous hosts).
 
-use crate::bindings::exports::intentkey::core::guard::{self as wit, Claimed, Recovery};
+use crate::bindings::exports::intentkey::core::guard::{
+    self as wit, Claimed, ClaimedAttempt, Recovery, Served,
+};
+use crate::bindings::exports::intentkey::core::http::{EndpointBorrow, Request};
 use crate::bindings::intentkey::core::types as t;
 use crate::bindings::intentkey::core::{gateway, random, store};
 use crate::convert::{
@@ -9,8 +12,10 @@ use crate::convert::{
     record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
     status_out, store_error, wit_error,
 };
+use crate::http::{attempt_out, incoming, key_values, reply_out, Endpoint};
 use crate::Component;
 use intentkey::claim::{self as core, ClaimStore, DriveError};
+use intentkey::http::{ServeError, Served as CoreServed};
 
 /// The host's store, as the core's `ClaimStore`.
 struct Imported;
@@ -69,6 +74,28 @@ impl wit::Guest for Component {
             outcome: outcome_out(outcome),
             owner_token,
         })
+    }
+
+    fn serve(endpoint: EndpointBorrow<'_>, request: Request, now: i64) -> Result<Served, t::Error> {
+        let endpoint = &endpoint.get::<Endpoint>().0;
+        let owner_token = new_token()?;
+        let key_values = key_values(&request);
+        let served = endpoint.serve(
+            &mut Imported,
+            &incoming(&request, &key_values),
+            &owner_token,
+            now,
+        );
+        match served {
+            Ok(CoreServed::Answer(reply)) => Ok(Served::Answer(reply_out(reply))),
+            Ok(CoreServed::Unguarded) => Ok(Served::Unguarded),
+            Ok(CoreServed::Owned(attempt)) => Ok(Served::Owned(ClaimedAttempt {
+                attempt: attempt_out(attempt),
+                owner_token,
+            })),
+            Err(ServeError::Store(e)) => Err(store_error(e)),
+            Err(ServeError::Rules(e)) => Err(wit_error(e)),
+        }
     }
 
     fn finish(

@@ -9,7 +9,7 @@ use intentkey::http as core;
 use intentkey::{Policy, Secret};
 
 /// One server's HTTP rules, held by the guest for the resource's life.
-pub(crate) struct Endpoint(core::Endpoint);
+pub(crate) struct Endpoint(pub(crate) core::Endpoint);
 
 fn profile_in(p: wit::Profile) -> core::Profile {
     match p {
@@ -38,7 +38,7 @@ fn options_in(o: wit::Options) -> core::Options {
     }
 }
 
-fn reply_out(r: core::Reply) -> wit::Reply {
+pub(crate) fn reply_out(r: core::Reply) -> wit::Reply {
     wit::Reply {
         status: r.status,
         headers: r.headers,
@@ -46,12 +46,32 @@ fn reply_out(r: core::Reply) -> wit::Reply {
     }
 }
 
-fn attempt_out(a: intentkey::claim::Attempt) -> t::Attempt {
+pub(crate) fn attempt_out(a: intentkey::claim::Attempt) -> t::Attempt {
     t::Attempt {
         key: a.key,
         fingerprint: a.fingerprint,
         tenant_id: a.tenant_id,
         action_type: a.action_type,
+    }
+}
+
+/// The key header's values of a WIT request, borrowed.
+pub(crate) fn key_values(request: &wit::Request) -> Vec<&str> {
+    request.key_values.iter().map(String::as_str).collect()
+}
+
+/// A WIT request as the core reads it.
+pub(crate) fn incoming<'a>(
+    request: &'a wit::Request,
+    key_values: &'a [&'a str],
+) -> core::Incoming<'a> {
+    core::Incoming {
+        tenant_id: &request.tenant_id,
+        method: &request.method,
+        route: &request.route,
+        key_values,
+        content_type: request.content_type.as_deref(),
+        body: &request.body,
     }
 }
 
@@ -91,20 +111,10 @@ impl GuestEndpoint for Endpoint {
     }
 
     fn admit(&self, request: wit::Request, now: i64) -> Result<wit::Admission, t::Error> {
-        let key_values: Vec<&str> = request.key_values.iter().map(String::as_str).collect();
+        let key_values = key_values(&request);
         let admission = self
             .0
-            .admit(
-                &core::Incoming {
-                    tenant_id: &request.tenant_id,
-                    method: &request.method,
-                    route: &request.route,
-                    key_values: &key_values,
-                    content_type: request.content_type.as_deref(),
-                    body: &request.body,
-                },
-                now,
-            )
+            .admit(&incoming(&request, &key_values), now)
             .map_err(wit_error)?;
         Ok(match admission {
             core::Admission::Guarded(attempt) => wit::Admission::Guarded(attempt_out(attempt)),

@@ -232,21 +232,16 @@ export function idempotency(options) {
     const route = await pipeline.routeOf(defaultRoute(req), req);
     const tenantId = await pipeline.tenantOf(req);
     const { body, contentType } = await requestBody(req, pipeline.maxBodyBytes);
-    const admission = pipeline.admit({ tenantId, method: req.method, route, keyValues, contentType, body });
-    if (admission.tag === 'reply') {
-      send(res, admission.reply);
+    const served = await pipeline.serve({ tenantId, method: req.method, route, keyValues, contentType, body });
+    if (served.tag === 'reply') {
+      send(res, served.reply);
       return;
     }
-    if (admission.tag === 'unguarded') {
+    if (served.tag === 'unguarded') {
       next();
       return;
     }
-    const claimed = await pipeline.claim(admission.attempt);
-    if (claimed.tag === 'reply') {
-      send(res, claimed.reply);
-      return;
-    }
-    const { ticket } = claimed;
+    const { ticket } = served;
     req.idempotency = ticket.idempotency;
     const held = capture(res);
     req[HELD] = held;

@@ -131,7 +131,7 @@ async function intentkeyPlugin(fastify, options) {
     if (body === null) return; // unguarded: decided in preParsing
     const route = await pipeline.routeOf(defaultRoute(request), request);
     const tenantId = await pipeline.tenantOf(request);
-    const admission = pipeline.admit({
+    const served = await pipeline.serve({
       tenantId,
       method: request.method,
       route,
@@ -139,12 +139,10 @@ async function intentkeyPlugin(fastify, options) {
       contentType: request.headers['content-type'],
       body: body ?? EMPTY,
     });
-    if (admission.tag === 'reply') return send(reply, admission.reply);
-    if (admission.tag === 'unguarded') return;
-    const claimed = await pipeline.claim(admission.attempt);
-    if (claimed.tag === 'reply') return send(reply, claimed.reply);
-    request.idempotency = claimed.ticket.idempotency;
-    request[TICKET] = claimed.ticket;
+    if (served.tag === 'reply') return send(reply, served.reply);
+    if (served.tag === 'unguarded') return;
+    request.idempotency = served.ticket.idempotency;
+    request[TICKET] = served.ticket;
   });
 
   fastify.addHook('onError', async (request, reply, error) => {

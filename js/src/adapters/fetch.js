@@ -113,7 +113,7 @@ export function fetchAdapter(createPipeline) {
    */
   async function guarded(pipeline, request, { tenantArgs, route, body }, run) {
     const tenantId = await pipeline.tenantOf(...tenantArgs);
-    const admission = pipeline.admit({
+    const served = await pipeline.serve({
       tenantId,
       method: request.method,
       route,
@@ -121,11 +121,9 @@ export function fetchAdapter(createPipeline) {
       contentType: request.headers.get('content-type') ?? undefined,
       body,
     });
-    if (admission.tag === 'reply') return { response: toResponse(admission.reply) };
-    if (admission.tag === 'unguarded') return { unguarded: true };
-    const claimed = await pipeline.claim(admission.attempt);
-    if (claimed.tag === 'reply') return { response: toResponse(claimed.reply) };
-    const { ticket } = claimed;
+    if (served.tag === 'reply') return { response: toResponse(served.reply) };
+    if (served.tag === 'unguarded') return { unguarded: true };
+    const { ticket } = served;
     contexts.set(request, ticket.idempotency);
     let outcome;
     try {

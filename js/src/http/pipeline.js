@@ -105,7 +105,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       if (e instanceof IntentkeyError) throw e;
       throw optionError(/store/.test(e.message) ? 'store' : 'options', `: ${e.message}`);
     }
-    const { claim, finish, now } = guard[PIPELINE];
+    const { claim, finish, now, serve } = guard[PIPELINE];
     const tenant = functionOrString(options.tenant, 'tenant', 'default');
     const route = options.route ?? null;
     if (route !== null && typeof route !== 'function') throw optionError('route', 'must be a function of the request');
@@ -202,6 +202,32 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       return others.filter((_, i) => kept.has(i));
     }
 
+    /**
+     * admit and claim in one: { tag: 'reply', reply } (refused, a replay, 409,
+     * the payload conflict, or 503 when the store cannot be reached),
+     * { tag: 'unguarded' } or { tag: 'owned', ticket }. On a synchronous store
+     * (memory, SQLite) it is one component call; otherwise admit, then claim.
+     */
+    async function serveRequest(request) {
+      if (serve === null) {
+        const admission = admit(request);
+        if (admission.tag !== 'guarded') return admission;
+        return claimAttempt(admission.attempt);
+      }
+      let served;
+      try {
+        served = serve(request);
+      } catch (e) {
+        if (e instanceof IntentkeyError && e.code === 'store-unavailable') {
+          report(e, { phase: 'claim', key: null });
+          return { tag: 'reply', reply: endpoint.unavailable(now()) };
+        }
+        throw e;
+      }
+      if (served.tag !== 'owned') return served;
+      return { tag: 'owned', ticket: ticketFor(served.attempt, served.ownerToken) };
+    }
+
     /** An owned attempt in progress: what the adapter finishes it with. */
     function ticketFor(attempt, ownerToken) {
       let settled = false;
@@ -272,6 +298,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       routeOf,
       admit,
       claim: claimAttempt,
+      serve: serveRequest,
       report,
       now,
     });

@@ -118,7 +118,7 @@ pub mod reply;
 pub mod storage_key;
 
 pub use body::{canonical_body, canonical_json, BodyKind};
-pub use endpoint::{Admission, Endpoint, Incoming};
+pub use endpoint::{Admission, Endpoint, Incoming, ServeError, Served};
 pub use fingerprint::{
     request_fingerprint, request_fingerprint_material, Request, RequestFingerprint,
     REQUEST_FINGERPRINT_LABEL,
