@@ -187,7 +187,7 @@ async function drive() {
   const profDir = arg('--server-cpu-prof', null);
   const { Client } = await import('undici');
 
-  const execArgv = profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`];
+  const execArgv = profDir === null ? [] : ['--cpu-prof', '--cpu-prof-interval=200', `--cpu-prof-dir=${profDir}`];
   const child = fork(fileURLToPath(import.meta.url), ['--serve', ...(withPg ? [] : ['--no-pg'])], { execArgv, stdio: 'inherit' });
   const { ports, node } = await request(child, null, 'ready');
 

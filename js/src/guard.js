@@ -622,6 +622,8 @@ export function guardFactory({ internal, claims }) {
             : null,
         /** Finishes an owned attempt with a WIT effect-result: what finishing did. */
         finish: (key, ownerToken, wit) => finish(key, ownerToken, { wit }),
+        /** The same, returning (not a promise) on a synchronous store; null otherwise. */
+        finishSync: sync ? (key, ownerToken, wit) => internal.driving(store, null, (g) => g.finish(key, ownerToken, wit, now(), rules)) : null,
         now,
       }),
       run,

@@ -111,9 +111,11 @@ function responseHeaders(res) {
 /**
  * Holds back what the handler writes to `res` until the record is finished.
  * `done` resolves with { response } once the handler ends the response, or with
- * { error } when it failed (fail()).
+ * { error } when it failed (fail()). On a synchronous store (the ticket has
+ * completeSync) the record is finished inside the handler's end() and the
+ * answer sent right after: `done` then resolves with { sent: true }.
  */
-function capture(res) {
+function capture(res, ticket) {
   const names = ['writeHead', 'write', 'end', 'flushHeaders'];
   const saved = names.map((n) => [n, Object.prototype.hasOwnProperty.call(res, n), res[n]]);
   const chunks = [];
@@ -163,15 +165,35 @@ function capture(res) {
     settled = true;
     // Express ends a response with one end(chunk): that chunk is the body.
     const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-    settle({
-      response: {
-        status: res.statusCode,
-        headers: responseHeaders(res),
-        body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength),
-      },
-    });
+    const response = {
+      status: res.statusCode,
+      headers: responseHeaders(res),
+      body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength),
+    };
+    if (ticket.completeSync !== null) {
+      // Finished (stored, released or superseded) before a byte is sent.
+      ticket.completeSync(response);
+      flush();
+      settle({ sent: true });
+      return res;
+    }
+    settle({ response });
     return res;
   };
+
+  /** Sends what the handler wrote, as it wrote it. */
+  function flush() {
+    restore();
+    const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+    const cbs = callbacks;
+    callbacks = [];
+    if (cbs.length === 0) res.end(body);
+    else {
+      res.end(body, () => {
+        for (const cb of cbs) cb();
+      });
+    }
+  }
 
   function restore() {
     for (const [name, own, fn] of saved) {
@@ -192,19 +214,7 @@ function capture(res) {
       settle({ error });
       return true;
     },
-    /** Sends what the handler wrote, as it wrote it. */
-    flush() {
-      restore();
-      const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-      const cbs = callbacks;
-      callbacks = [];
-      if (cbs.length === 0) res.end(body);
-      else {
-        res.end(body, () => {
-          for (const cb of cbs) cb();
-        });
-      }
-    },
+    flush,
     /** Sends `reply` instead of anything the handler set. */
     replace(reply) {
       restore();
@@ -243,7 +253,7 @@ export function idempotency(options) {
     }
     const { ticket } = served;
     req.idempotency = ticket.idempotency;
-    const held = capture(res);
+    const held = capture(res, ticket);
     req[HELD] = held;
     try {
       // A handler that throws, or (node:http style, where next is the handler)
@@ -256,6 +266,7 @@ export function idempotency(options) {
       held.fail(e);
     }
     const outcome = await held.done;
+    if (outcome.sent === true) return;
     if (outcome.response !== undefined) {
       // Owned: what the handler wrote goes out whatever finishing did (stored,
       // released for a retry, or superseded by a recovery).

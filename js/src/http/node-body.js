@@ -81,6 +81,12 @@ export function peekBody(stream, max) {
     function onAborted() {
       onError(new Error('intentkey: the client aborted the request before its body was read'));
     }
+    // A small body usually arrives with its headers: when the parser has seen
+    // the whole message and its bytes wait in the buffer, take them now.
+    if (stream.readableLength > 0 && atEnd(stream)) {
+      onReadable();
+      if (finished) return;
+    }
     stream.on('error', onError);
     stream.on('end', onEnd);
     stream.on('aborted', onAborted);

@@ -105,7 +105,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       if (e instanceof IntentkeyError) throw e;
       throw optionError(/store/.test(e.message) ? 'store' : 'options', `: ${e.message}`);
     }
-    const { claim, finish, now, serve } = guard[PIPELINE];
+    const { claim, finish, finishSync, now, serve } = guard[PIPELINE];
     const tenant = functionOrString(options.tenant, 'tenant', 'default');
     const route = options.route ?? null;
     if (route !== null && typeof route !== 'function') throw optionError('route', 'must be a function of the request');
@@ -235,6 +235,22 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
         if (settled) throw new Error('intentkey: this request was already finished (a bug in the adapter)');
         settled = true;
       };
+      /** The WIT effect-result of a captured answer (failed when it cannot be read). */
+      function effectOf(captured) {
+        try {
+          const headers = headerPairs(captured.headers);
+          const response = {
+            status: captured.status,
+            contentType: header(headers, 'content-type') ?? '',
+            headers: storedHeaders(captured.status, headers),
+            body: bytesIn(captured.body ?? EMPTY, 'the response body'),
+          };
+          return { tag: 'answered', val: response };
+        } catch (e) {
+          report(e, { phase: 'capture', key: attempt.key });
+          return FAILED;
+        }
+      }
       return {
         idempotency: Object.freeze({ key: attempt.key, tenantId: attempt.tenantId }),
         get settled() {
@@ -249,26 +265,31 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
          */
         async complete(captured) {
           once();
-          let response;
           try {
-            const headers = headerPairs(captured.headers);
-            response = {
-              status: captured.status,
-              contentType: header(headers, 'content-type') ?? '',
-              headers: storedHeaders(captured.status, headers),
-              body: bytesIn(captured.body ?? EMPTY, 'the response body'),
-            };
-          } catch (e) {
-            report(e, { phase: 'capture', key: attempt.key });
-            response = null;
-          }
-          try {
-            return await finish(attempt.key, ownerToken, response === null ? FAILED : { tag: 'answered', val: response });
+            return await finish(attempt.key, ownerToken, effectOf(captured));
           } catch (e) {
             report(e, { phase: 'complete', key: attempt.key });
             return null;
           }
         },
+        /**
+         * complete(), finished before it returns (no promise), on a synchronous
+         * store (memory, SQLite); null on the others. An adapter that has the
+         * handler's whole answer in hand finishes the record and sends the
+         * answer in the same turn.
+         */
+        completeSync:
+          finishSync === null
+            ? null
+            : (captured) => {
+                once();
+                try {
+                  return finishSync(attempt.key, ownerToken, effectOf(captured));
+                } catch (e) {
+                  report(e, { phase: 'complete', key: attempt.key });
+                  return null;
+                }
+              },
         /**
          * The handler failed (threw, or never answered): its outcome is unknown,
          * so the record stays in flight (a retry gets 409 until recovery settles

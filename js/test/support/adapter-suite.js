@@ -123,7 +123,7 @@ export function adapterSuite(label, makeApp, { repeatedHeaders = true } = {}) {
         const admit = (keyValues, body = ORDER, tenantId = 'tenant-1') =>
           core.admit({ tenantId, method: 'POST', route: app.route, keyValues, contentType: 'application/json', body }, T);
         try {
-          await fn({ send, state, core, admit, key: (k) => sent(profile, k), profile });
+          await fn({ send, state, core, admit, key: (k) => sent(profile, k), profile, store: options.store });
         } finally {
           await app.close();
         }
@@ -149,6 +149,18 @@ export function adapterSuite(label, makeApp, { repeatedHeaders = true } = {}) {
         assert.deepEqual(again.body, first.body);
       }
       assert.equal(state.runs, 1);
+    });
+
+    it('the record is finished before the client has the answer: done, holding what the client got', async ({ send, admit, key, store }) => {
+      const first = await send({ key: key('order-done') });
+      assert.equal(first.status, 201);
+      const { attempt } = admit([key('order-done')]);
+      const record = store.get(attempt.key);
+      assert.equal(record?.status, 'done', 'the answer reached the client while its record was still in flight');
+      assert.equal(record.response.status, 201);
+      assert.deepEqual(record.response.body, first.body);
+      // Names as the framework spelled them; Set-Cookie is not on the allow-list, so not stored.
+      assert.deepEqual(record.response.headers.map(([n, v]) => [n.toLowerCase(), v]), [['location', '/orders/ord_1']]);
     });
 
     it('a binary body is replayed byte for byte', async ({ send, state, key }) => {

@@ -183,12 +183,7 @@ pub fn done_expiry(now: i64, ttl_seconds: i64) -> i64 {
 /// assert_eq!(intentkey::claim::owner_token([0xab; 16]), "ab".repeat(16));
 /// ```
 pub fn owner_token(random: [u8; OWNER_TOKEN_BYTES]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(OWNER_TOKEN_BYTES * 2);
-    for b in random {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    crate::key::to_hex(&random)
 }
 
 /// [`owner_token`] from a slice, which must hold exactly 16 bytes.
