@@ -6,7 +6,9 @@ use intentkey::claim::{Record, Response, Status};
 
 use crate::StoreError;
 
-/// The columns in the order the SQL stores select them.
+/// The columns in the order the SQL stores select them (PostgreSQL spells
+/// them out in `pg_sql`).
+#[cfg(feature = "sqlite")]
 pub(crate) const COLUMNS: &str =
     "key, fingerprint, tenant_id, action_type, status, owner_token, response_status, \
      response_content_type, response_headers, response_body, response_body_bytes, created_at, \

@@ -31,6 +31,8 @@ mod columns;
 pub mod guard;
 mod memory;
 #[cfg(feature = "postgres")]
+pub mod pg_sql;
+#[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;

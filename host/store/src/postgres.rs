@@ -3,14 +3,15 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use intentkey::claim::schema::{
-    headers_to_column, migrations, migrations_table, MIGRATION_LOCK, SCHEMA_VERSION,
-};
+use intentkey::claim::schema::{migrations, migrations_table, MIGRATION_LOCK, SCHEMA_VERSION};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use postgres::types::ToSql;
 use postgres::{Client, NoTls, Statement};
 
-use super::columns::{Row, COLUMNS};
+use super::pg_sql::{
+    error as err, read_row, CompleteParams, ReplaceParams, COMPLETE_SQL, GET_SQL, INSERT_SQL,
+    LIST_SQL, PURGE_SQL, RELEASE_SQL, REPLACE_SQL,
+};
 use super::{Store, StoreError};
 
 /// Connections to PostgreSQL, re-established after the server restarts. An
@@ -51,65 +52,6 @@ impl Connection {
         let st = self.prepared(sql)?;
         self.client.execute(&st, params)
     }
-}
-
-const GET_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, status, owner_token, response_status, \
-     response_content_type, response_headers, response_body, response_body_bytes, created_at, expires_at, \
-     lookups, next_lookup_at FROM intentkey_records WHERE key = $1";
-
-const INSERT_SQL: &str = "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 0) ON CONFLICT (key) DO NOTHING";
-
-const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = $3, \
-     response_content_type = $4, response_headers = $5, response_body = NULL, response_body_bytes = $6, expires_at = $7, \
-     next_lookup_at = NULL WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
-
-const REPLACE_SQL: &str =
-    "UPDATE intentkey_records SET status = $4, owner_token = $5, response_status = $6, \
-     response_content_type = $7, response_headers = $8, response_body = NULL, response_body_bytes = $9, created_at = $10, \
-     expires_at = $11, lookups = $12, next_lookup_at = $13 \
-     WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3";
-
-const RELEASE_SQL: &str =
-    "DELETE FROM intentkey_records WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
-
-fn err(e: &postgres::Error) -> StoreError {
-    let closed = e.is_closed()
-        || e.code().is_some_and(|c| {
-            c.code().starts_with("08") || c.code().starts_with("57P") || c.code() == "53300"
-        })
-        || e.as_db_error().is_none();
-    let message = match e.as_db_error() {
-        Some(db) => format!("postgres: {}: {}", db.code().code(), db.message()),
-        None => format!("postgres: {e}"),
-    };
-    if closed {
-        StoreError::retryable(message)
-    } else {
-        StoreError::fatal(message)
-    }
-}
-
-fn read_row(row: &postgres::Row) -> Result<Record, StoreError> {
-    let get_i32 = |i: usize| -> Option<i64> { row.get::<_, Option<i32>>(i).map(i64::from) };
-    Row {
-        key: row.get(0),
-        fingerprint: row.get(1),
-        tenant_id: row.get(2),
-        action_type: row.get(3),
-        status: row.get(4),
-        owner_token: row.get(5),
-        response_status: get_i32(6),
-        response_content_type: row.get(7),
-        response_headers: row.get(8),
-        response_body: row.get(9),
-        response_body_bytes: row.get(10),
-        created_at: row.get(11),
-        expires_at: row.get(12),
-        lookups: i64::from(row.get::<_, i32>(13)),
-        next_lookup_at: row.get(14),
-    }
-    .into_record()
 }
 
 fn lock(slot: &Mutex<Option<Connection>>) -> MutexGuard<'_, Option<Connection>> {
@@ -229,21 +171,9 @@ fn redact(url: &str) -> String {
 
 impl Store for PostgresStore {
     fn insert(&self, r: &Record) -> Result<bool, StoreError> {
-        self.with_client(|c| {
-            c.execute(
-                INSERT_SQL,
-                &[
-                    &r.key,
-                    &r.fingerprint,
-                    &r.tenant_id,
-                    &r.action_type,
-                    &r.status.as_str(),
-                    &r.owner_token,
-                    &r.created_at,
-                ],
-            )
-        })
-        .map(|n| n == 1)
+        let status = r.status.as_str();
+        self.with_client(|c| c.execute(INSERT_SQL, &super::pg_sql::insert_params(r, &status)))
+            .map(|n| n == 1)
     }
 
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
@@ -255,22 +185,8 @@ impl Store for PostgresStore {
     }
 
     fn complete(&self, x: &Completion) -> Result<bool, StoreError> {
-        let status = i32::from(x.response.status);
-        let headers = headers_to_column(&x.response.headers);
-        let run = |c: &mut Connection| {
-            c.execute(
-                COMPLETE_SQL,
-                &[
-                    &x.key,
-                    &x.owner_token,
-                    &status,
-                    &x.response.content_type,
-                    &headers,
-                    &x.response.body,
-                    &x.expires_at,
-                ],
-            )
-        };
+        let params = CompleteParams::new(x);
+        let run = |c: &mut Connection| c.execute(COMPLETE_SQL, &params.as_params());
         let n = if x.fast {
             self.with(&self.fast, "SET synchronous_commit = off", run)?
         } else {
@@ -280,35 +196,9 @@ impl Store for PostgresStore {
     }
 
     fn replace(&self, r: &Replacement) -> Result<bool, StoreError> {
-        let next = &r.record;
-        let response = next.response.as_ref();
-        let status = response.map(|x| i32::from(x.status));
-        let content_type = response.map(|x| x.content_type.as_str());
-        let headers = response.and_then(|x| headers_to_column(&x.headers));
-        let body = response.map(|x| x.body.as_slice());
-        let expected_lookups = i32::try_from(r.expected_lookups).unwrap_or(i32::MAX);
-        let lookups = i32::try_from(next.lookups).unwrap_or(i32::MAX);
-        self.with_client(|c| {
-            c.execute(
-                REPLACE_SQL,
-                &[
-                    &next.key,
-                    &r.expected_token,
-                    &expected_lookups,
-                    &next.status.as_str(),
-                    &next.owner_token,
-                    &status,
-                    &content_type,
-                    &headers,
-                    &body,
-                    &next.created_at,
-                    &next.expires_at,
-                    &lookups,
-                    &next.next_lookup_at,
-                ],
-            )
-        })
-        .map(|n| n == 1)
+        let params = ReplaceParams::new(r);
+        self.with_client(|c| c.execute(REPLACE_SQL, &params.as_params()))
+            .map(|n| n == 1)
     }
 
     fn release(&self, r: &Release) -> Result<bool, StoreError> {
@@ -320,23 +210,13 @@ impl Store for PostgresStore {
         let status = status.map(Status::as_str);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.with_client(|c| {
-            c.client.query(
-                &format!(
-                    "SELECT {COLUMNS} FROM intentkey_records WHERE ($1::text IS NULL OR status = $1) \
-                     ORDER BY created_at, key LIMIT $2"
-                ),
-                &[&status, &limit],
-            )
+            let st = c.prepared(LIST_SQL)?;
+            c.client.query(&st, &[&status, &limit])
         })?;
         rows.iter().map(read_row).collect()
     }
 
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
-        self.with_client(|c| {
-            c.execute(
-                "DELETE FROM intentkey_records WHERE status = 'done' AND expires_at <= $1",
-                &[&now],
-            )
-        })
+        self.with_client(|c| c.execute(PURGE_SQL, &[&now]))
     }
 }

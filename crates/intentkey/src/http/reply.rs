@@ -125,17 +125,31 @@ impl Options {
         }
     }
 
+    /// Whether a replay restores the stored header `name`: it is on
+    /// [`Options::replay_headers`] (case-insensitively) and is not a header
+    /// that is never replayed (hop-by-hop ones, `Idempotent-Replayed`).
+    /// Hosts store only these headers of an answer (`Set-Cookie` never
+    /// reaches the store unless the user adds it).
+    ///
+    /// ```
+    /// use intentkey::http::{Options, Profile};
+    /// let options = Options::new(Profile::Ietf);
+    /// assert!(options.replays_header("location"));
+    /// assert!(!options.replays_header("Set-Cookie"));
+    /// ```
+    pub fn replays_header(&self, name: &str) -> bool {
+        self.replay_headers
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(name))
+            && !NEVER_REPLAYED.iter().any(|h| h.eq_ignore_ascii_case(name))
+    }
+
     /// A stored response replayed: its status, its body, its `Content-Type`
     /// and the stored headers named in [`Options::replay_headers`] (matched
     /// case-insensitively, in stored order), then `Idempotent-Replayed: true`.
     /// The same for every profile.
     pub fn replay(&self, response: &Response) -> Reply {
-        let allowed = |name: &str| {
-            self.replay_headers
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(name))
-                && !NEVER_REPLAYED.iter().any(|h| h.eq_ignore_ascii_case(name))
-        };
+        let allowed = |name: &str| self.replays_header(name);
         let mut headers = Vec::with_capacity(response.headers.len() + 2);
         let mut content_type = false;
         if !response.content_type.is_empty() && allowed("Content-Type") {

@@ -1,0 +1,451 @@
+//! The tower layer: the core's HTTP rules (`intentkey::http::Endpoint`) in
+//! front of a service, over an async store.
+//!
+//! For each request with a guarded method it reads the profile's key
+//! header, buffers the body up to the endpoint's limit, and lets the core
+//! admit it (a bad key, a bad body or one over the limit is answered there
+//! and nothing is stored). A guarded attempt is claimed through the core's
+//! claim flow (insert-on-conflict); an attempt that does not own the effect
+//! gets the core's answer (the replay, 409 with `Retry-After`, the profile's
+//! payload conflict), a store that cannot be reached a 503. The owner's
+//! request runs the inner service with an [`Idempotency`] extension; its
+//! answer is buffered, the record finished by its outcome class (released
+//! for a release status, stored otherwise), and then sent. The owner runs in
+//! a task of its own: a client that hangs up does not cancel it, so the
+//! record is finished and a retry gets the stored answer. A handler that
+//! panics leaves the record in flight (its outcome is unknown) and gets the
+//! core's 500, without the panic's message.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::MatchedPath;
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use intentkey::claim::{ClaimFlow, EffectResult, FinishFlow, Finished, Response as Stored, Rules};
+use intentkey::http::{Admission, Endpoint, Incoming, Options, Reply};
+use intentkey::{Policy, Secret};
+use intentkey_store::StoreError;
+use tower::{Layer, Service};
+
+use crate::store::{drive, AsyncStore};
+
+/// What the owner's handler gets as a request extension
+/// (`Extension<Idempotency>`): the tenant-scoped storage key, to pass to the
+/// destination as its idempotency key, and the tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Idempotency {
+    /// The storage key (64 hex): an HMAC of the tenant and the client's key.
+    pub key: String,
+    /// The tenant the request was assigned to.
+    pub tenant_id: String,
+}
+
+/// Where an error the client does not see came from, for [`IdempotencyLayer::on_error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The server's configuration (an empty tenant, no randomness).
+    Config,
+    /// Claiming the record.
+    Claim,
+    /// The owner's handler (a panic, or a body that failed).
+    Handler,
+    /// Finishing the record (it stays in flight; recovery settles it).
+    Complete,
+}
+
+type TenantFn = dyn Fn(&Parts) -> String + Send + Sync;
+type ClockFn = dyn Fn() -> i64 + Send + Sync;
+type ErrorFn = dyn Fn(Phase, &str) + Send + Sync;
+
+#[derive(Clone)]
+struct Config {
+    endpoint: Endpoint,
+    store: Arc<dyn AsyncStore>,
+    rules: Rules,
+    tenant: Arc<TenantFn>,
+    clock: Arc<ClockFn>,
+    methods: Vec<Method>,
+    on_error: Arc<ErrorFn>,
+}
+
+/// The tower layer (`Router::layer(IdempotencyLayer::new(…))`).
+///
+/// ```
+/// use axum::{routing::post, Extension, Router};
+/// use intentkey::http::{Options, Profile};
+/// use intentkey::Secret;
+/// use intentkey_axum::{memory, Idempotency, IdempotencyLayer};
+///
+/// async fn create_order(Extension(id): Extension<Idempotency>) -> String {
+///     format!("charged with key {}", id.key)
+/// }
+///
+/// let layer = IdempotencyLayer::new(Secret::new([7u8; 32])?, Options::new(Profile::Ietf), memory())
+///     .tenant(|parts| parts.headers.get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("default").to_owned());
+/// let app: Router = Router::new().route("/orders", post(create_order)).layer(layer);
+/// # Ok::<(), intentkey::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct IdempotencyLayer {
+    config: Arc<Config>,
+}
+
+impl std::fmt::Debug for IdempotencyLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyLayer")
+            .field("endpoint", &self.config.endpoint)
+            .field("rules", &self.config.rules)
+            .field("methods", &self.config.methods)
+            .finish_non_exhaustive()
+    }
+}
+
+fn system_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+impl IdempotencyLayer {
+    /// A layer with `options` (the profile, the body limit, the replayed
+    /// headers…) over `store`. Defaults: every request's tenant is
+    /// `"default"`, the default rules (`Rules::default()`), POST and PATCH
+    /// guarded, errors the client does not see written to stderr.
+    pub fn new(secret: Secret, options: Options, store: impl AsyncStore) -> Self {
+        Self::with_shared_store(secret, options, Arc::new(store))
+    }
+
+    /// The same over a store shared with other layers or a recovery task.
+    pub fn with_shared_store(secret: Secret, options: Options, store: Arc<dyn AsyncStore>) -> Self {
+        IdempotencyLayer {
+            config: Arc::new(Config {
+                endpoint: Endpoint::new(secret, options),
+                store,
+                rules: Rules::default(),
+                tenant: Arc::new(|_| "default".to_owned()),
+                clock: Arc::new(system_now),
+                methods: vec![Method::POST, Method::PATCH],
+                on_error: Arc::new(|phase, message| {
+                    eprintln!("intentkey: {phase:?}: {message}");
+                }),
+            }),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(Arc::make_mut(&mut self.config));
+        self
+    }
+
+    /// A policy for one action, `"METHOD route"` (`"POST /orders"`, the
+    /// route as axum matched it): its ignored fields leave the fingerprint.
+    ///
+    /// # Errors
+    /// `invalid-action-type` when `action` is not a method and a route.
+    pub fn policy(self, action: &str, policy: Policy) -> Result<Self, intentkey::Error> {
+        let endpoint = self.config.endpoint.clone().with_policy(action, policy)?;
+        Ok(self.edit(|c| c.endpoint = endpoint))
+    }
+
+    /// Which tenant a request belongs to (tenants never share a key space).
+    /// It must answer a non-empty id; an empty one is the server's mistake
+    /// (500, reported).
+    pub fn tenant(self, f: impl Fn(&Parts) -> String + Send + Sync + 'static) -> Self {
+        self.edit(|c| c.tenant = Arc::new(f))
+    }
+
+    /// The claim rules: the TTL of done records, the release statuses,
+    /// fast completions.
+    pub fn rules(self, rules: Rules) -> Self {
+        self.edit(|c| c.rules = rules)
+    }
+
+    /// The clock, in whole seconds (tests pin it).
+    pub fn clock(self, f: impl Fn() -> i64 + Send + Sync + 'static) -> Self {
+        self.edit(|c| c.clock = Arc::new(f))
+    }
+
+    /// The methods guarded (POST and PATCH by default, matched
+    /// case-insensitively); others pass through.
+    pub fn methods(self, methods: &[Method]) -> Self {
+        let methods = methods.to_vec();
+        self.edit(|c| c.methods = methods)
+    }
+
+    /// Where errors the client does not see go (a panic, a store that failed
+    /// while finishing): `f(phase, message)`. Messages never hold the secret.
+    pub fn on_error(self, f: impl Fn(Phase, &str) + Send + Sync + 'static) -> Self {
+        self.edit(|c| c.on_error = Arc::new(f))
+    }
+
+    /// The endpoint (its rules), for a service that wants its header name or
+    /// answers.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.config.endpoint
+    }
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = IdempotencyService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotencyService {
+            inner,
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// The service [`IdempotencyLayer`] wraps around an inner service.
+#[derive(Clone)]
+pub struct IdempotencyService<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> std::fmt::Debug for IdempotencyService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyService").finish_non_exhaustive()
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S> Service<Request<Body>> for IdempotencyService<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // The inner service that was polled ready goes with this request.
+        let ready = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, ready);
+        let config = Arc::clone(&self.config);
+        Box::pin(async move { Ok(handle(config, inner, request).await) })
+    }
+}
+
+/// A core reply as an HTTP response.
+pub(crate) fn reply_response(reply: Reply) -> Response<Body> {
+    let mut response = Response::new(Body::from(reply.body));
+    *response.status_mut() =
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    for (name, value) in reply.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            headers.append(name, value);
+        }
+    }
+    response
+}
+
+/// The body, read up to one byte past `max`: enough for the core to answer
+/// 413 (once the key is good) without reading the rest.
+async fn read_body(body: Body, max: u64) -> Result<Bytes, String> {
+    let cap = usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut body = body;
+    let mut bytes: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| e.to_string())?;
+        if let Ok(data) = frame.into_data() {
+            let room = cap.saturating_sub(bytes.len());
+            bytes.extend_from_slice(&data[..data.len().min(room)]);
+            if bytes.len() >= cap {
+                break;
+            }
+        }
+    }
+    Ok(Bytes::from(bytes))
+}
+
+async fn handle<S>(config: Arc<Config>, inner: S, request: Request<Body>) -> Response<Body>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    let mut inner = inner;
+    let method = request.method().as_str();
+    if !config
+        .methods
+        .iter()
+        .any(|m| m.as_str().eq_ignore_ascii_case(method))
+    {
+        return match inner.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+    }
+    let endpoint = &config.endpoint;
+    let (mut parts, body) = request.into_parts();
+    let now = (config.clock)();
+    let body = match read_body(body, endpoint.options().max_body_bytes).await {
+        Ok(body) => body,
+        Err(e) => {
+            // The client hung up or sent a broken body: nothing ran, nothing is stored.
+            (config.on_error)(Phase::Handler, &format!("reading the request body: {e}"));
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::BAD_REQUEST;
+            return response;
+        }
+    };
+    let key_values: Vec<String> = parts
+        .headers
+        .get_all(endpoint.header_name())
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    let key_refs: Vec<&str> = key_values.iter().map(String::as_str).collect();
+    let route = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map_or_else(|| parts.uri.path().to_owned(), |m| m.as_str().to_owned());
+    let tenant_id = (config.tenant)(&parts);
+    let content_type = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let incoming = Incoming {
+        tenant_id: &tenant_id,
+        method: parts.method.as_str(),
+        route: &route,
+        key_values: &key_refs,
+        content_type: content_type.as_deref(),
+        body: &body,
+    };
+    let attempt = match endpoint.admit(&incoming, now) {
+        Ok(Admission::Guarded(attempt)) => attempt,
+        Ok(Admission::Refused(reply)) => return reply_response(reply),
+        Ok(Admission::Unguarded) => {
+            let request = Request::from_parts(parts, Body::from(body));
+            return match inner.call(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+        }
+        Err(e) => {
+            (config.on_error)(Phase::Config, &e.to_string());
+            return reply_response(endpoint.failed(now));
+        }
+    };
+    let token = match new_token() {
+        Ok(token) => token,
+        Err(e) => {
+            (config.on_error)(Phase::Config, &e);
+            return reply_response(endpoint.failed(now));
+        }
+    };
+    let outcome = match drive(ClaimFlow::new(&attempt, &token, now), &*config.store, None).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            (config.on_error)(Phase::Claim, &e.to_string());
+            return reply_response(if e.is_retryable() {
+                endpoint.unavailable(now)
+            } else {
+                endpoint.failed(now)
+            });
+        }
+    };
+    if let Some(reply) = endpoint.answer(&outcome, now) {
+        return reply_response(reply);
+    }
+
+    // Owned: the handler runs in its own task, so that a client that hangs up
+    // does not cancel it halfway; the record is finished either way.
+    parts.extensions.insert(Idempotency {
+        key: attempt.key.clone(),
+        tenant_id,
+    });
+    let request = Request::from_parts(parts, Body::from(body));
+    let key = attempt.key;
+    let owner = {
+        let config = Arc::clone(&config);
+        let key = key.clone();
+        let token = token.clone();
+        tokio::spawn(async move {
+            let response = match inner.call(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            let (head, body) = response.into_parts();
+            match body.collect().await {
+                Ok(collected) => {
+                    let bytes = collected.to_bytes();
+                    let stored = stored_response(&config.endpoint, &head, &bytes);
+                    finish(&config, &key, &token, EffectResult::Answered(stored)).await;
+                    Response::from_parts(head, Body::from(bytes))
+                }
+                Err(e) => {
+                    (config.on_error)(Phase::Handler, &format!("the handler's body failed: {e}"));
+                    finish(&config, &key, &token, EffectResult::Failed).await;
+                    reply_response(config.endpoint.failed((config.clock)()))
+                }
+            }
+        })
+    };
+    match owner.await {
+        Ok(response) => response,
+        Err(e) => {
+            // A panic (or a cancelled task): the outcome is unknown, so the
+            // record stays in flight; the panic's message is not sent.
+            (config.on_error)(Phase::Handler, &format!("the handler failed: {e}"));
+            finish(&config, &key, &token, EffectResult::Failed).await;
+            reply_response(endpoint.failed((config.clock)()))
+        }
+    }
+}
+
+/// A fresh owner token from the operating system's randomness.
+fn new_token() -> Result<String, String> {
+    intentkey_store::guard::new_owner_token().map_err(|e: StoreError| e.to_string())
+}
+
+/// What is stored of the handler's answer: its status, `Content-Type`, the
+/// headers a replay restores (the core's allow-list) and the body.
+fn stored_response(endpoint: &Endpoint, head: &http::response::Parts, body: &[u8]) -> Stored {
+    let options = endpoint.options();
+    let content_type = head
+        .headers
+        .get(CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let mut stored = Stored::new(head.status.as_u16(), content_type, body.to_vec());
+    for (name, value) in &head.headers {
+        if name != CONTENT_TYPE && options.replays_header(name.as_str()) {
+            stored = stored.with_header(name.as_str(), String::from_utf8_lossy(value.as_bytes()));
+        }
+    }
+    stored
+}
+
+/// Finishes an owned record by its outcome class; a store failure is
+/// reported and leaves the record in flight for recovery.
+async fn finish(config: &Config, key: &str, token: &str, effect: EffectResult) -> Option<Finished> {
+    let flow = FinishFlow::new(key, token, effect, (config.clock)(), &config.rules);
+    match drive(flow, &*config.store, None).await {
+        Ok(finished) => Some(finished),
+        Err(e) => {
+            (config.on_error)(Phase::Complete, &e.to_string());
+            None
+        }
+    }
+}

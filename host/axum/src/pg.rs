@@ -1,0 +1,204 @@
+//! PostgreSQL without blocking the runtime: a pool of `tokio-postgres`
+//! connections over the one schema and migration, with the statements the
+//! synchronous store and the npm package's `pgStore` use
+//! (`intentkey_store::pg_sql`). Node and Rust services can share a database.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use intentkey::claim::{Completion, Record, Release, Replacement, Status};
+use intentkey_store::pg_sql::{
+    error, insert_params, read_row, CompleteParams, ReplaceParams, COMPLETE_SQL, GET_SQL,
+    INSERT_SQL, LIST_SQL, PURGE_SQL, RELEASE_SQL, REPLACE_SQL,
+};
+use intentkey_store::{PostgresStore, StoreError};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Config, NoTls};
+
+use crate::store::{AsyncStore, StoreFuture};
+
+/// How long an operation waits for a pooled connection, or for a new one.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The PostgreSQL store for async services.
+///
+/// Every operation is one statement, prepared once per connection. A
+/// dropped connection or a server that is restarting gives a retryable
+/// error (`store-unavailable`: the layer answers 503 and nothing was done);
+/// the pool opens new connections once the server is back. Fast completions
+/// (`Rules::fast_completion`) use a second pool whose sessions run with
+/// `synchronous_commit = off`.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+    fast: Pool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("connections", &self.pool.status().max_size)
+            .finish()
+    }
+}
+
+fn pool(config: Config, size: usize) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(WAIT))
+        .create_timeout(Some(WAIT))
+        .build()
+        .map_err(|e| StoreError::fatal(format!("postgres: cannot build the pool: {e}")))
+}
+
+impl PgStore {
+    /// Connects with at most `connections` sessions (and as many again for
+    /// fast completions) and applies every missing migration of the one
+    /// schema, under the shared advisory lock (the same code as the
+    /// synchronous store, on a blocking thread). `url` is a libpq URL or
+    /// key-value string; `options=-c search_path=…` selects a schema.
+    ///
+    /// # Errors
+    /// A bad URL, a server that cannot be reached, or a database with a
+    /// newer schema.
+    pub async fn connect(url: &str, connections: usize) -> Result<Self, StoreError> {
+        let config = Config::from_str(url)
+            .map_err(|e| StoreError::fatal(format!("postgres: bad connection string: {e}")))?;
+        let owned = url.to_owned();
+        tokio::task::spawn_blocking(move || PostgresStore::connect(&owned).map(drop))
+            .await
+            .map_err(|e| {
+                StoreError::fatal(format!("postgres: the migration task failed: {e}"))
+            })??;
+        let mut fast = config.clone();
+        let options = match config.get_options() {
+            Some(o) if !o.is_empty() => format!("{o} -c synchronous_commit=off"),
+            _ => "-c synchronous_commit=off".to_owned(),
+        };
+        fast.options(&options);
+        let size = connections.max(1);
+        Ok(PgStore {
+            pool: pool(config, size)?,
+            fast: pool(fast, size)?,
+        })
+    }
+
+    /// The pool, for the service's own statements.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    async fn client(pool: &Pool) -> Result<Object, StoreError> {
+        pool.get().await.map_err(|e| match e {
+            PoolError::Backend(e) => {
+                let e = error(&e);
+                if e.is_retryable() {
+                    e
+                } else {
+                    StoreError::retryable(format!("postgres: cannot connect: {}", e.message()))
+                }
+            }
+            other => StoreError::retryable(format!("postgres: no connection: {other}")),
+        })
+    }
+
+    async fn execute(
+        pool: &Pool,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let client = Self::client(pool).await?;
+        let statement = client.prepare_cached(sql).await.map_err(|e| error(&e))?;
+        client
+            .execute(&statement, params)
+            .await
+            .map_err(|e| error(&e))
+    }
+
+    async fn query(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let client = Self::client(&self.pool).await?;
+        let statement = client.prepare_cached(sql).await.map_err(|e| error(&e))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| error(&e))
+    }
+}
+
+impl AsyncStore for PgStore {
+    fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let status = record.status.as_str();
+            let n = Self::execute(&self.pool, INSERT_SQL, &insert_params(&record, &status)).await?;
+            Ok(n == 1)
+        })
+    }
+
+    fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
+        Box::pin(async move {
+            let rows = self.query(GET_SQL, &[&key]).await?;
+            rows.first().map(read_row).transpose()
+        })
+    }
+
+    fn complete(&self, completion: Completion) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let pool = if completion.fast {
+                &self.fast
+            } else {
+                &self.pool
+            };
+            let params = CompleteParams::new(&completion);
+            let n = Self::execute(pool, COMPLETE_SQL, &params.as_params()).await?;
+            Ok(n == 1)
+        })
+    }
+
+    fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let params = ReplaceParams::new(&replacement);
+            let n = Self::execute(&self.pool, REPLACE_SQL, &params.as_params()).await?;
+            Ok(n == 1)
+        })
+    }
+
+    fn release(&self, release: Release) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let n = Self::execute(
+                &self.pool,
+                RELEASE_SQL,
+                &[&release.key, &release.owner_token],
+            )
+            .await?;
+            Ok(n == 1)
+        })
+    }
+
+    fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
+        Box::pin(async move {
+            let status = status.map(Status::as_str);
+            let limit = i64::from(limit);
+            let rows = self.query(LIST_SQL, &[&status, &limit]).await?;
+            rows.iter().map(read_row).collect()
+        })
+    }
+
+    fn purge(&self, now: i64) -> StoreFuture<'_, u64> {
+        Box::pin(async move { Self::execute(&self.pool, PURGE_SQL, &[&now]).await })
+    }
+}

@@ -1,0 +1,178 @@
+//! Stores for async services: the operations of the one claim flow,
+//! awaited, and the loop that performs what a core flow asks.
+//!
+//! The order of the operations is the core's (`intentkey::claim::flow`): a
+//! store never sequences claims itself. [`crate::PgStore`] talks to
+//! PostgreSQL without blocking the runtime; [`Inline`] runs a store whose
+//! operations never block (the memory store); [`Blocking`] runs a
+//! synchronous one (SQLite) on tokio's blocking threads.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use intentkey::claim::{
+    Completion, Flow, Lookup, Op, OpResult, Record, Release, Replacement, Status, Step,
+};
+use intentkey_store::{MemoryStore, Store, StoreError};
+
+/// What a store operation returns: a boxed future, so a store can sit
+/// behind `Arc<dyn AsyncStore>`.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The operations every async store offers, each one atomic statement: an
+/// insert that loses on conflict, a read, and writes fenced on the owner
+/// token (see `intentkey_store::Store`, their synchronous twin).
+pub trait AsyncStore: Send + Sync + 'static {
+    /// `insert … on conflict do nothing`: `true` when this call inserted.
+    fn insert(&self, record: Record) -> StoreFuture<'_, bool>;
+    /// Reads one record.
+    fn get(&self, key: String) -> StoreFuture<'_, Option<Record>>;
+    /// The fenced completion: `true` when it wrote.
+    fn complete(&self, completion: Completion) -> StoreFuture<'_, bool>;
+    /// The fenced recovery write: `true` when it wrote.
+    fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool>;
+    /// The fenced release (delete): `true` when it deleted.
+    fn release(&self, release: Release) -> StoreFuture<'_, bool>;
+    /// Records with `status` (all when `None`), oldest first, at most `limit`.
+    fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>>;
+    /// Deletes `done` records expired at `now`: how many.
+    fn purge(&self, now: i64) -> StoreFuture<'_, u64>;
+}
+
+/// The destination, as recovery sees it, asked without blocking.
+pub trait AsyncGateway: Send + Sync {
+    /// Whether the effect with this key happened (asked with the same key).
+    fn ask<'a>(&'a self, key: &'a str) -> Pin<Box<dyn Future<Output = Lookup> + Send + 'a>>;
+    /// Whether an `absent` answer can be trusted (the destination documents
+    /// read-your-writes); otherwise `absent` counts as unknown.
+    fn read_your_writes(&self) -> bool;
+}
+
+/// A synchronous store whose operations never block (the memory store),
+/// run in place.
+#[derive(Debug, Default)]
+pub struct Inline<S>(pub S);
+
+/// A store in process memory, for tests and single-process services.
+pub fn memory() -> Inline<MemoryStore> {
+    Inline(MemoryStore::default())
+}
+
+impl<S: Store + 'static> AsyncStore for Inline<S> {
+    fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
+        Box::pin(std::future::ready(self.0.insert(&record)))
+    }
+    fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
+        Box::pin(std::future::ready(self.0.get(&key)))
+    }
+    fn complete(&self, completion: Completion) -> StoreFuture<'_, bool> {
+        Box::pin(std::future::ready(self.0.complete(&completion)))
+    }
+    fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool> {
+        Box::pin(std::future::ready(self.0.replace(&replacement)))
+    }
+    fn release(&self, release: Release) -> StoreFuture<'_, bool> {
+        Box::pin(std::future::ready(self.0.release(&release)))
+    }
+    fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
+        Box::pin(std::future::ready(self.0.list(status, limit as usize)))
+    }
+    fn purge(&self, now: i64) -> StoreFuture<'_, u64> {
+        Box::pin(std::future::ready(self.0.purge(now)))
+    }
+}
+
+/// A synchronous store that blocks on I/O (SQLite), run on tokio's blocking
+/// threads so the runtime's workers never wait on it.
+pub struct Blocking<S>(Arc<S>);
+
+impl<S: Store + 'static> Blocking<S> {
+    /// Wraps `store`.
+    pub fn new(store: S) -> Self {
+        Blocking(Arc::new(store))
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let store = Arc::clone(&self.0);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || op(&store))
+                .await
+                .map_err(|e| StoreError::fatal(format!("the store's blocking task failed: {e}")))?
+        })
+    }
+}
+
+impl<S: Store + 'static> AsyncStore for Blocking<S> {
+    fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
+        self.run(move |s| s.insert(&record))
+    }
+    fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
+        self.run(move |s| s.get(&key))
+    }
+    fn complete(&self, completion: Completion) -> StoreFuture<'_, bool> {
+        self.run(move |s| s.complete(&completion))
+    }
+    fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool> {
+        self.run(move |s| s.replace(&replacement))
+    }
+    fn release(&self, release: Release) -> StoreFuture<'_, bool> {
+        self.run(move |s| s.release(&release))
+    }
+    fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
+        self.run(move |s| s.list(status, limit as usize))
+    }
+    fn purge(&self, now: i64) -> StoreFuture<'_, u64> {
+        self.run(move |s| s.purge(now))
+    }
+}
+
+/// Performs one operation a flow asks for.
+async fn perform(
+    store: &dyn AsyncStore,
+    op: Op,
+    gateway: Option<&dyn AsyncGateway>,
+) -> Result<OpResult, StoreError> {
+    Ok(match op {
+        Op::Insert(record) => OpResult::Inserted(store.insert(record).await?),
+        Op::Get(key) => OpResult::Got(store.get(key).await?),
+        Op::Complete(c) => OpResult::Written(store.complete(c).await?),
+        Op::Replace(r) => OpResult::Written(store.replace(r).await?),
+        Op::Release(r) => OpResult::Written(store.release(r).await?),
+        Op::List { status, limit } => OpResult::Listed(store.list(Some(status), limit).await?),
+        Op::Purge { now } => OpResult::Purged(store.purge(now).await?),
+        Op::Ask(key) => match gateway {
+            Some(g) => OpResult::Answered(g.ask(&key).await),
+            None => {
+                return Err(StoreError::fatal(
+                    "intentkey: a flow asked the destination outside a recovery (a bug)",
+                ))
+            }
+        },
+    })
+}
+
+/// Runs a core flow to its end over an async store: the loop of
+/// `intentkey::claim::drive`, awaited.
+///
+/// # Errors
+/// The store's errors, or the flow's (as `StoreError`).
+pub async fn drive<F: Flow + Send>(
+    mut flow: F,
+    store: &dyn AsyncStore,
+    gateway: Option<&dyn AsyncGateway>,
+) -> Result<F::Output, StoreError> {
+    let mut step = flow.start();
+    loop {
+        match step {
+            Step::Done(out) => return Ok(out),
+            Step::Io(op) => {
+                let result = perform(store, op, gateway).await?;
+                step = flow.resume(result)?;
+            }
+        }
+    }
+}
