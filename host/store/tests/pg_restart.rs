@@ -9,7 +9,6 @@
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,6 +16,10 @@ use std::time::Duration;
 use intentkey::claim::{EffectResult, Lookup, Response, Status};
 use intentkey_store::guard::{Attempt, Gateway, Guard};
 use intentkey_store::open;
+
+#[allow(dead_code)]
+mod common;
+use common::restart_postgres;
 
 const PG_BASE: &str = "postgres://postgres@127.0.0.1:5432/test";
 const KEYS: usize = 400;
@@ -54,23 +57,6 @@ impl Gateway for Destination {
     }
     fn read_your_writes(&self) -> bool {
         true
-    }
-}
-
-fn restart_postgres() -> Result<(), String> {
-    let version = std::fs::read_dir("/etc/postgresql")
-        .map_err(|e| format!("no /etc/postgresql: {e}"))?
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .next()
-        .ok_or("no PostgreSQL cluster in /etc/postgresql")?;
-    let status = Command::new("pg_ctlcluster")
-        .args(["--skip-systemctl-redirect", &version, "main", "restart"])
-        .status()
-        .map_err(|e| format!("cannot run pg_ctlcluster: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("pg_ctlcluster restart failed: {status}"))
     }
 }
 

@@ -239,3 +239,22 @@ pub fn read_report(path: &Path) -> Report {
 
 /// What a child (or the same code in process) reports: `name=value` pairs.
 pub type Report = BTreeMap<String, String>;
+
+/// Restarts the machine's PostgreSQL cluster (`pg_ctlcluster … restart`):
+/// the tests that show what a restart under load does.
+pub fn restart_postgres() -> Result<(), String> {
+    let version = std::fs::read_dir("/etc/postgresql")
+        .map_err(|e| format!("no /etc/postgresql: {e}"))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .next()
+        .ok_or("no PostgreSQL cluster in /etc/postgresql")?;
+    let status = Command::new("pg_ctlcluster")
+        .args(["--skip-systemctl-redirect", &version, "main", "restart"])
+        .status()
+        .map_err(|e| format!("cannot run pg_ctlcluster: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("pg_ctlcluster restart failed: {status}"))
+    }
+}
