@@ -73,7 +73,7 @@ async fn rust_order(Extension(runs): Extension<Arc<AtomicU32>>, body: Bytes) -> 
     )
 }
 
-fn headers<'a>(key: &'a str) -> [(&'a str, &'a str); 3] {
+fn headers(key: &str) -> [(&str, &str); 3] {
     [
         ("Idempotency-Key", key),
         ("Content-Type", "application/json"),
