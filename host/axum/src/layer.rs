@@ -10,14 +10,16 @@
 //! payload conflict), a store that cannot be reached a 503. The owner's
 //! request runs the inner service with an [`Idempotency`] extension; its
 //! answer is buffered, the record finished by its outcome class (released
-//! for a release status, stored otherwise), and then sent. The owner runs in
-//! a task of its own: a client that hangs up does not cancel it, so the
-//! record is finished and a retry gets the stored answer. A handler that
+//! for a release status, stored otherwise), and then sent. A client that
+//! hangs up does not cancel the owner: what is left of its run moves to a
+//! task of its own, so the record is finished and a retry gets the stored
+//! answer. A handler that
 //! panics leaves the record in flight (its outcome is unknown) and gets the
 //! core's 500, without the panic's message.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -26,6 +28,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
@@ -369,47 +372,82 @@ where
         return reply_response(reply);
     }
 
-    // Owned: the handler runs in its own task, so that a client that hangs up
-    // does not cancel it halfway; the record is finished either way.
+    // Owned: the handler runs here, inline; if the client hangs up and this
+    // future is dropped halfway, the rest runs on in a task of its own
+    // (`Detached`), so the record is finished either way.
     parts.extensions.insert(Idempotency {
         key: attempt.key.clone(),
         tenant_id,
     });
     let request = Request::from_parts(parts, Body::from(body));
-    let key = attempt.key;
     let owner = {
         let config = Arc::clone(&config);
-        let key = key.clone();
-        let token = token.clone();
-        tokio::spawn(async move {
-            let response = match inner.call(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
+        async move {
+            let ran = AssertUnwindSafe(inner.call(request)).catch_unwind().await;
+            let response = match ran {
+                Ok(Ok(response)) => response,
+                Ok(Err(never)) => match never {},
+                Err(_) => {
+                    // A panic: the outcome is unknown, so the record stays in
+                    // flight; the panic's message is not sent.
+                    (config.on_error)(Phase::Handler, "the handler panicked");
+                    finish(&config, &attempt.key, &token, EffectResult::Failed).await;
+                    return reply_response(config.endpoint.failed((config.clock)()));
+                }
             };
             let (head, body) = response.into_parts();
             match body.collect().await {
                 Ok(collected) => {
                     let bytes = collected.to_bytes();
                     let stored = stored_response(&config.endpoint, &head, &bytes);
-                    finish(&config, &key, &token, EffectResult::Answered(stored)).await;
+                    finish(
+                        &config,
+                        &attempt.key,
+                        &token,
+                        EffectResult::Answered(stored),
+                    )
+                    .await;
                     Response::from_parts(head, Body::from(bytes))
                 }
                 Err(e) => {
                     (config.on_error)(Phase::Handler, &format!("the handler's body failed: {e}"));
-                    finish(&config, &key, &token, EffectResult::Failed).await;
+                    finish(&config, &attempt.key, &token, EffectResult::Failed).await;
                     reply_response(config.endpoint.failed((config.clock)()))
                 }
             }
-        })
+        }
     };
-    match owner.await {
-        Ok(response) => response,
-        Err(e) => {
-            // A panic (or a cancelled task): the outcome is unknown, so the
-            // record stays in flight; the panic's message is not sent.
-            (config.on_error)(Phase::Handler, &format!("the handler failed: {e}"));
-            finish(&config, &key, &token, EffectResult::Failed).await;
-            reply_response(endpoint.failed((config.clock)()))
+    Detached(Some(Box::pin(owner))).await
+}
+
+/// The owner's run: polled in place, and handed to a task of its own if it
+/// is dropped before it ends (the client hung up), so that the handler and
+/// the completion of the record are never cut halfway.
+struct Detached(Option<BoxFuture<Response<Body>>>);
+
+impl Future for Detached {
+    type Output = Response<Body>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<Body>> {
+        let Some(owner) = self.0.as_mut() else {
+            return Poll::Pending;
+        };
+        match owner.as_mut().poll(cx) {
+            Poll::Ready(response) => {
+                self.0 = None;
+                Poll::Ready(response)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if let Some(owner) = self.0.take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(owner);
+            }
         }
     }
 }
