@@ -47,6 +47,6 @@ mod store;
 pub use layer::{Idempotency, IdempotencyLayer, IdempotencyService, Phase};
 pub use pg::PgStore;
 pub use recovery::{Recoverer, RecoveryReport, Reexecute};
-pub use store::{drive, memory, AsyncGateway, AsyncStore, Blocking, Inline, StoreFuture};
+pub use store::{drive, memory, AsyncGateway, AsyncStore, Blocking, Inline, Inserted, StoreFuture};
 
 pub use intentkey_store::StoreError;

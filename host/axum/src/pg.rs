@@ -11,14 +11,14 @@ use deadpool_postgres::{
 };
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use intentkey_store::pg_sql::{
-    error, insert_params, read_row, CompleteParams, ReplaceParams, COMPLETE_SQL, GET_SQL,
-    INSERT_SQL, LIST_SQL, PURGE_SQL, RELEASE_SQL, REPLACE_SQL,
+    error, insert_params, read_claim, read_row, CompleteParams, ReplaceParams, CLAIM_SQL,
+    COMPLETE_SQL, GET_SQL, INSERT_SQL, LIST_SQL, PURGE_SQL, RELEASE_SQL, REPLACE_SQL,
 };
 use intentkey_store::{PostgresStore, StoreError};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls};
 
-use crate::store::{AsyncStore, StoreFuture};
+use crate::store::{AsyncStore, Inserted, StoreFuture};
 
 /// How long an operation waits for a pooled connection, or for a new one.
 const WAIT: Duration = Duration::from_secs(5);
@@ -146,6 +146,24 @@ impl AsyncStore for PgStore {
             let status = record.status.as_str();
             let n = Self::execute(&self.pool, INSERT_SQL, &insert_params(&record, &status)).await?;
             Ok(n == 1)
+        })
+    }
+
+    /// One statement: the insert, and the record it lost to ([`CLAIM_SQL`]).
+    fn claim_insert(&self, record: Record) -> StoreFuture<'_, Inserted> {
+        Box::pin(async move {
+            let status = record.status.as_str();
+            let rows = self
+                .query(CLAIM_SQL, &insert_params(&record, &status))
+                .await?;
+            let row = rows.first().ok_or_else(|| {
+                StoreError::fatal("postgres: the claim statement answered no row")
+            })?;
+            Ok(match read_claim(row)? {
+                None => Inserted::Won,
+                Some(None) => Inserted::Lost,
+                Some(Some(existing)) => Inserted::Existing(Box::new(existing)),
+            })
         })
     }
 

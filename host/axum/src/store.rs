@@ -26,6 +26,19 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 pub trait AsyncStore: Send + Sync + 'static {
     /// `insert … on conflict do nothing`: `true` when this call inserted.
     fn insert(&self, record: Record) -> StoreFuture<'_, bool>;
+    /// The claim's insert, answered with the record it lost to when the
+    /// store can read it in the same statement ([`Inserted::Existing`]: a
+    /// repeat costs one round trip instead of two). By default it is
+    /// [`AsyncStore::insert`], and the claim flow reads the record after.
+    fn claim_insert(&self, record: Record) -> StoreFuture<'_, Inserted> {
+        Box::pin(async move {
+            Ok(if self.insert(record).await? {
+                Inserted::Won
+            } else {
+                Inserted::Lost
+            })
+        })
+    }
     /// Reads one record.
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>>;
     /// The fenced completion: `true` when it wrote.
@@ -38,6 +51,17 @@ pub trait AsyncStore: Send + Sync + 'static {
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>>;
     /// Deletes `done` records expired at `now`: how many.
     fn purge(&self, now: i64) -> StoreFuture<'_, u64>;
+}
+
+/// What the claim's insert did ([`AsyncStore::claim_insert`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// The insert took the key: this attempt owns it.
+    Won,
+    /// The insert lost; the record it lost to was not read.
+    Lost,
+    /// The insert lost to this record, read in the same statement.
+    Existing(Box<Record>),
 }
 
 /// The destination, as recovery sees it, asked without blocking.
@@ -137,7 +161,11 @@ async fn perform(
     gateway: Option<&dyn AsyncGateway>,
 ) -> Result<OpResult, StoreError> {
     Ok(match op {
-        Op::Insert(record) => OpResult::Inserted(store.insert(record).await?),
+        Op::Insert(record) => match store.claim_insert(record).await? {
+            Inserted::Won => OpResult::Inserted(true),
+            Inserted::Lost => OpResult::Inserted(false),
+            Inserted::Existing(existing) => OpResult::Existing(*existing),
+        },
         Op::Get(key) => OpResult::Got(store.get(key).await?),
         Op::Complete(c) => OpResult::Written(store.complete(c).await?),
         Op::Replace(r) => OpResult::Written(store.replace(r).await?),

@@ -192,3 +192,41 @@ async fn hang_up(url: String) {
     );
     assert_eq!(runs.count().values().copied().collect::<Vec<_>>(), vec![1]);
 }
+
+#[test]
+fn the_claim_statement_reads_the_record_it_loses_to() {
+    on_postgres("axum_claim_sql", |url| async move {
+        use intentkey::claim::{Attempt, Record, Status};
+        use intentkey_axum::{AsyncStore, Inserted};
+        let store = PgStore::connect(&url, 2).await.unwrap();
+        let attempt = Attempt {
+            key: "k-claim".into(),
+            fingerprint: "fp".into(),
+            tenant_id: "t".into(),
+            action_type: "POST /orders".into(),
+        };
+        let first = Record::in_flight(&attempt, "owner-1", 100);
+        assert_eq!(
+            store.claim_insert(first.clone()).await.unwrap(),
+            Inserted::Won
+        );
+        let again = Record::in_flight(&attempt, "owner-2", 101);
+        match store.claim_insert(again).await.unwrap() {
+            Inserted::Existing(existing) => {
+                assert_eq!(*existing, first, "the record it lost to, as stored");
+                assert_eq!(existing.status, Status::InFlight);
+            }
+            other => panic!("a repeat must read the winner in the same statement: {other:?}"),
+        }
+        // The winner's row is untouched.
+        assert_eq!(
+            store
+                .get("k-claim".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .owner_token,
+            "owner-1"
+        );
+    });
+}

@@ -24,6 +24,18 @@ pub const GET_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, stat
 pub const INSERT_SQL: &str = "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, 0) ON CONFLICT (key) DO NOTHING";
 
+/// The claim in one round trip: the insert of [`INSERT_SQL`] (the same
+/// parameters) and, when it loses, the record it lost to, read in the same
+/// statement. One row: `inserted`, then the columns of [`GET_SQL`] (all NULL
+/// when the insert won, or when the winner committed after the statement
+/// began and is not visible to it: read it with [`GET_SQL`]).
+pub const CLAIM_SQL: &str = "WITH ins AS (INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 0) ON CONFLICT (key) DO NOTHING RETURNING key) \
+     SELECT EXISTS (SELECT 1 FROM ins), r.key, r.fingerprint, r.tenant_id, r.action_type, r.status, r.owner_token, r.response_status, \
+     r.response_content_type, r.response_headers, r.response_body, r.response_body_bytes, r.created_at, r.expires_at, \
+     r.lookups, r.next_lookup_at FROM (VALUES (1)) AS one (x) \
+     LEFT JOIN intentkey_records r ON r.key = $1 AND NOT EXISTS (SELECT 1 FROM ins)";
+
 /// The fenced completion ([`CompleteParams`]).
 pub const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = $3, \
      response_content_type = $4, response_headers = $5, response_body = NULL, response_body_bytes = $6, expires_at = $7, \
@@ -76,23 +88,44 @@ pub fn error(e: &postgres::Error) -> StoreError {
 /// # Errors
 /// `store-failed` for a row this build cannot read.
 pub fn read_row(row: &postgres::Row) -> Result<Record, StoreError> {
-    let get_i32 = |i: usize| -> Option<i64> { row.get::<_, Option<i32>>(i).map(i64::from) };
+    read_row_at(row, 0)
+}
+
+/// What [`CLAIM_SQL`] answered: `Ok(None)` when the insert won, else the
+/// record it lost to, if the statement could see it (`Some(None)` when not).
+///
+/// # Errors
+/// `store-failed` for a row this build cannot read.
+pub fn read_claim(row: &postgres::Row) -> Result<Option<Option<Record>>, StoreError> {
+    if row.get::<_, bool>(0) {
+        return Ok(None);
+    }
+    if row.get::<_, Option<String>>(1).is_none() {
+        return Ok(Some(None));
+    }
+    read_row_at(row, 1).map(|r| Some(Some(r)))
+}
+
+/// The record in the columns of [`GET_SQL`], starting at column `first`.
+fn read_row_at(row: &postgres::Row, first: usize) -> Result<Record, StoreError> {
+    let at = |i: usize| first + i;
+    let get_i32 = |i: usize| -> Option<i64> { row.get::<_, Option<i32>>(at(i)).map(i64::from) };
     Row {
-        key: row.get(0),
-        fingerprint: row.get(1),
-        tenant_id: row.get(2),
-        action_type: row.get(3),
-        status: row.get(4),
-        owner_token: row.get(5),
+        key: row.get(at(0)),
+        fingerprint: row.get(at(1)),
+        tenant_id: row.get(at(2)),
+        action_type: row.get(at(3)),
+        status: row.get(at(4)),
+        owner_token: row.get(at(5)),
         response_status: get_i32(6),
-        response_content_type: row.get(7),
-        response_headers: row.get(8),
-        response_body: row.get(9),
-        response_body_bytes: row.get(10),
-        created_at: row.get(11),
-        expires_at: row.get(12),
-        lookups: i64::from(row.get::<_, i32>(13)),
-        next_lookup_at: row.get(14),
+        response_content_type: row.get(at(7)),
+        response_headers: row.get(at(8)),
+        response_body: row.get(at(9)),
+        response_body_bytes: row.get(at(10)),
+        created_at: row.get(at(11)),
+        expires_at: row.get(at(12)),
+        lookups: i64::from(row.get::<_, i32>(at(13))),
+        next_lookup_at: row.get(at(14)),
     }
     .into_record()
 }

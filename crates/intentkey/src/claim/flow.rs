@@ -143,6 +143,12 @@ impl Op {
 pub enum OpResult {
     /// The insert took the key (`true`) or lost to an existing record.
     Inserted(bool),
+    /// An answer to [`Op::Insert`] from a store that reads the record an
+    /// insert loses to in the same statement (PostgreSQL: one round trip
+    /// for a repeat instead of two). The claim decides on it without a
+    /// [`Op::Get`]; a store that lost but could not see the winner (it
+    /// committed after the statement began) answers `Inserted(false)`.
+    Existing(Record),
     /// The record read, if any.
     Got(Option<Record>),
     /// Whether a fenced write changed a record.
@@ -159,6 +165,7 @@ impl OpResult {
     fn as_str(&self) -> &'static str {
         match self {
             OpResult::Inserted(_) => "inserted",
+            OpResult::Existing(_) => "existing",
             OpResult::Got(_) => "got",
             OpResult::Written(_) => "written",
             OpResult::Listed(_) => "listed",
@@ -310,6 +317,10 @@ impl Flow for ClaimFlow {
             (ClaimWait::Insert, OpResult::Inserted(true)) => {
                 self.waiting = ClaimWait::Over;
                 Ok(Step::Done(ClaimOutcome::Owned))
+            }
+            (ClaimWait::Insert, OpResult::Existing(existing)) => {
+                self.waiting = ClaimWait::Over;
+                Ok(Step::Done(decide_existing(&existing, &self.fingerprint)))
             }
             (ClaimWait::Insert, OpResult::Inserted(false)) => {
                 self.waiting = ClaimWait::Get;
@@ -959,6 +970,40 @@ mod tests {
             claim(&mut store, &attempt("k", "other"), "o5", 3),
             ClaimOutcome::PayloadConflict
         );
+    }
+
+    #[test]
+    fn a_store_that_answers_the_existing_record_saves_the_read() {
+        let mut store = MemoryClaims::default();
+        let a = attempt("k", "fp");
+        claim(&mut store, &a, "o1", 0);
+        let stored = store.records()["k"].clone();
+        // The same decisions as insert-then-get, with no Get asked.
+        for (fingerprint, want) in [
+            ("fp", ClaimOutcome::InFlight),
+            ("other", ClaimOutcome::PayloadConflict),
+        ] {
+            let mut flow = ClaimFlow::new(&attempt("k", fingerprint), "o2", 1);
+            assert!(matches!(flow.start(), Step::Io(Op::Insert(_))));
+            let step = flow.resume(OpResult::Existing(stored.clone())).unwrap();
+            assert_eq!(step, Step::Done(want));
+        }
+        let mut done = stored;
+        done.complete(Response::json(201, "{}"), 2, 100);
+        let mut flow = ClaimFlow::new(&a, "o3", 3);
+        flow.start();
+        assert!(matches!(
+            flow.resume(OpResult::Existing(done.clone())),
+            Ok(Step::Done(ClaimOutcome::Done(r))) if r.status == 201
+        ));
+        // Only as the answer to the insert.
+        let mut flow = ClaimFlow::new(&a, "o4", 3);
+        flow.start();
+        assert_eq!(
+            flow.resume(OpResult::Inserted(false)),
+            Ok(Step::Io(Op::Get("k".into())))
+        );
+        assert!(flow.resume(OpResult::Existing(done)).is_err());
     }
 
     #[test]
