@@ -1,0 +1,143 @@
+//! The same requests through the layer on each async store: memory,
+//! SQLite on tokio's blocking threads, and PostgreSQL. The first request
+//! runs the handler, a retry is replayed byte for byte, a retry while the
+//! first runs gets 409, another payload 422, and a release status (503)
+//! lets a retry run the handler again.
+
+#![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Router};
+use http_body_util::BodyExt;
+use intentkey::http::{Options, Profile};
+use intentkey::Secret;
+use intentkey_axum::{memory, AsyncStore, Blocking, IdempotencyLayer, PgStore};
+use intentkey_store::SqliteStore;
+use tower::ServiceExt;
+
+async fn handler(Extension(runs): Extension<Arc<AtomicU32>>, body: Bytes) -> Response {
+    let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let text = String::from_utf8_lossy(&body).into_owned();
+    if text.contains("slow") {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    if text.contains("busy") && n == 1 {
+        return (StatusCode::SERVICE_UNAVAILABLE, "try later").into_response();
+    }
+    (
+        StatusCode::CREATED,
+        [
+            (header::CONTENT_TYPE, "application/octet-stream"),
+            (header::LOCATION, "/files/1"),
+        ],
+        vec![0u8, 0xff, 0x25, 0x50, n as u8],
+    )
+        .into_response()
+}
+
+fn request(key: &str, body: &str) -> Request<Body> {
+    Request::post("/files")
+        .header("Idempotency-Key", key)
+        .header("Content-Type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap()
+}
+
+async fn send(app: &Router, key: &str, body: &str) -> (u16, Option<String>, Vec<u8>) {
+    let r = app.clone().oneshot(request(key, body)).await.unwrap();
+    let replayed = r
+        .headers()
+        .get("idempotent-replayed")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let status = r.status().as_u16();
+    (
+        status,
+        replayed,
+        r.into_body().collect().await.unwrap().to_bytes().to_vec(),
+    )
+}
+
+async fn scenario(name: &str, store: Arc<dyn AsyncStore>) {
+    let runs = Arc::new(AtomicU32::new(0));
+    let layer = IdempotencyLayer::with_shared_store(
+        Secret::new([3u8; 32]).unwrap(),
+        Options::new(Profile::Ietf),
+        store,
+    )
+    .on_error(|_, _| {});
+    let app = Router::new()
+        .route("/files", post(handler))
+        .layer(layer)
+        .layer(Extension(Arc::clone(&runs)));
+
+    let first = send(&app, "\"f-1\"", r#"{"a":1}"#).await;
+    assert_eq!((first.0, first.1.as_deref()), (201, None), "{name}");
+    let again = send(&app, "\"f-1\"", r#"{ "a": 1 }"#).await;
+    assert_eq!((again.0, again.1.as_deref()), (201, Some("true")), "{name}");
+    assert_eq!(
+        again.2, first.2,
+        "{name}: the binary body replays byte for byte"
+    );
+    assert_eq!(send(&app, "\"f-1\"", r#"{"a":2}"#).await.0, 422, "{name}");
+
+    let slow = {
+        let app = app.clone();
+        tokio::spawn(async move { send(&app, "\"f-2\"", r#"{"slow":true}"#).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        send(&app, "\"f-2\"", r#"{"slow":true}"#).await.0,
+        409,
+        "{name}"
+    );
+    assert_eq!(slow.await.unwrap().0, 201, "{name}");
+
+    // 503 is a release status: nothing happened, so the retry runs.
+    let runs_before = runs.load(Ordering::SeqCst);
+    runs.store(0, Ordering::SeqCst);
+    assert_eq!(
+        send(&app, "\"f-3\"", r#"{"busy":true}"#).await.0,
+        503,
+        "{name}"
+    );
+    let retried = send(&app, "\"f-3\"", r#"{"busy":true}"#).await;
+    assert_eq!(
+        (retried.0, retried.1.as_deref()),
+        (201, None),
+        "{name}: released, so the retry ran"
+    );
+    assert_eq!(runs_before, 2, "{name}: f-1 and f-2 ran once each");
+    println!("{name}: owner, replay, 422, 409, release: as the core says");
+}
+
+#[tokio::test]
+async fn memory_store() {
+    scenario("memory", Arc::new(memory())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_on_blocking_threads() {
+    let file = support::common::TempSqlite::new("axum");
+    let store = SqliteStore::open(&file.path).unwrap();
+    scenario("sqlite", Arc::new(Blocking::new(store))).await;
+}
+
+#[test]
+fn postgres_store() {
+    support::on_postgres("axum_stores", |url| async move {
+        scenario(
+            "postgres",
+            Arc::new(PgStore::connect(&url, 4).await.unwrap()),
+        )
+        .await;
+    });
+}
