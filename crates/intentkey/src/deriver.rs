@@ -356,14 +356,44 @@ fn intent_material(tenant_id: &str, intent_id: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// How many unclassified field names an error lists, and how many
+/// characters of each: the answer stays small whatever the payload holds.
+const LISTED_FIELDS: usize = 20;
+const LISTED_CHARS: usize = 64;
+
+/// `fields` (in code point order) as the error names them: the first
+/// [`LISTED_FIELDS`], each cut at [`LISTED_CHARS`] characters, then a count.
 fn unclassified_error(fields: &[&str]) -> Error {
-    let list: Vec<String> = fields.iter().map(|f| format!("{f:?}")).collect();
+    let shown: Vec<String> = fields
+        .iter()
+        .take(LISTED_FIELDS)
+        .map(|f| {
+            if f.chars().count() > LISTED_CHARS {
+                format!("{}…", f.chars().take(LISTED_CHARS).collect::<String>())
+            } else {
+                (*f).to_owned()
+            }
+        })
+        .collect();
+    let list: Vec<String> = shown.iter().map(|f| format!("{f:?}")).collect();
+    let more = fields.len().saturating_sub(LISTED_FIELDS);
+    let (field, listed) = if more == 0 {
+        (shown.join(","), list.join(", "))
+    } else {
+        (
+            format!("{},…", shown.join(",")),
+            format!(
+                "{}, … and {more} more ({} in all)",
+                list.join(", "),
+                fields.len()
+            ),
+        )
+    };
     Error::field(
         ErrorCode::UnclassifiedFields,
-        fields.join(","),
+        field,
         format!(
-            "unclassified fields: [{}]; classify each as key, fingerprint or ignored in the policy",
-            list.join(", ")
+            "unclassified fields: [{listed}]; classify each as key, fingerprint or ignored in the policy"
         ),
     )
 }
