@@ -14,6 +14,12 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 rustup target add wasm32-unknown-unknown
 cargo fetch --locked >/dev/null
 
+say "the fuzzing and audit tools: nightly, cargo-fuzz, cargo-deny"
+rustup toolchain install nightly --profile minimal >/dev/null
+# Installed once per machine (cargo install skips a version already there).
+cargo install --locked --quiet cargo-fuzz --version 0.13.2
+cargo install --locked --quiet cargo-deny --version 0.20.2
+
 say "Python: wasmtime for py/"
 python3 -m pip install --quiet --disable-pip-version-check -r py/requirements.txt
 

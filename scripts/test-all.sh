@@ -48,6 +48,8 @@ step "golden vectors in headless Chromium" bash -c "cd js && npm run test:browse
 step "the packed npm package in Bun (key and HTTP vectors, intentkey/fetch)" logged bun bash -c "cd js && npm run -s test:bun"
 step "the packed npm package in Deno (key and HTTP vectors, intentkey/fetch)" logged deno bash -c "cd js && npm run -s test:deno"
 step "the packed npm package in workerd via miniflare (key and HTTP vectors, intentkey/fetch)" logged workerd bash -c "cd js && npm run -s test:workerd"
+step "audits: npm audit of the npm package's dependencies, cargo deny (bans, licenses, sources)" bash -c "(cd js && npm audit --omit=dev) && cargo deny check bans licenses sources"
+step "fuzz smoke (every target 10 s, including native against wasmtime; no crash, no trap, no difference)" logged fuzz bash scripts/fuzz.sh 10
 step "README main command (intentkey demo on SQLite)" cargo run -q --locked -p intentkey-cli -- demo
 
 trap - ERR

@@ -5,7 +5,7 @@
 //! cargo xtask check-imports F   # fail if the component F imports any WASI interface
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 use wit_component::{ComponentEncoder, DecodedWasm};
@@ -33,8 +33,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// The checkout this xtask runs for: `cargo run` (the `cargo xtask` alias)
+/// sets `CARGO_MANIFEST_DIR` when it starts the binary. The path compiled in
+/// is only the fallback: a target directory shared by two checkouts holds one
+/// `xtask` binary, which may have been built for the other one.
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+        .join("../..")
 }
 
 fn target_dir() -> PathBuf {
