@@ -14,6 +14,9 @@ use intentkey::{Policy, RequestAnswerer, Secret};
 use intentkey_wasmtime::{WasmEndpoint, WasmEngine, WasmKeys};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "split.rs"]
+mod split;
+
 const SECRET: [u8; 32] = [3u8; 32];
 const PROFILES: [Profile; 3] = [Profile::Ietf, Profile::Stripe, Profile::Ofb];
 
@@ -52,15 +55,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let Some((&p, rest)) = rest.split_first() else { return };
     let i = usize::from(p % 3);
-    let (values, body) = match rest.iter().position(|&b| b == 0xff) {
-        Some(at) => (&rest[..at], &rest[at + 1..]),
-        None => (rest, &[][..]),
-    };
-    let values: Vec<String> = if values.is_empty() {
-        Vec::new()
-    } else {
-        values.split(|&b| b == 0xfe).map(|v| String::from_utf8_lossy(v).into_owned()).collect()
-    };
+    let (values, body) = split::values_and_body(rest);
     let refs: Vec<&str> = values.iter().map(String::as_str).collect();
     let content_type = ["application/json", "application/x-www-form-urlencoded", "application/octet-stream"][usize::from(p / 3 % 3)];
     let request = Incoming {

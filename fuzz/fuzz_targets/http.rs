@@ -8,6 +8,9 @@ use intentkey::http::{Admission, Endpoint, Incoming, KeyErrorReason, Options, Pr
 use intentkey::Secret;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "split.rs"]
+mod split;
+
 const TYPES: [Option<&str>; 6] = [
     Some("application/json"),
     Some("application/x-www-form-urlencoded"),
@@ -30,17 +33,7 @@ fuzz_target!(|data: &[u8]| {
         ..Options::new(profile)
     };
     let endpoint = Endpoint::new(Secret::new([3u8; 32]).expect("secret"), options);
-    // Header values, then the body, split at the first 0xff byte; values split at 0xfe.
-    let rest = &data[3..];
-    let (values, body) = match rest.iter().position(|&b| b == 0xff) {
-        Some(i) => (&rest[..i], &rest[i + 1..]),
-        None => (rest, &[][..]),
-    };
-    let values: Vec<String> = if values.is_empty() {
-        Vec::new()
-    } else {
-        values.split(|&b| b == 0xfe).map(|v| String::from_utf8_lossy(v).into_owned()).collect()
-    };
+    let (values, body) = split::values_and_body(&data[3..]);
     let refs: Vec<&str> = values.iter().map(String::as_str).collect();
     let request = Incoming {
         tenant_id: "tenant-1",
