@@ -141,3 +141,36 @@ fn postgres_store() {
         .await;
     });
 }
+
+#[tokio::test]
+async fn a_64_kb_key_header_and_a_10_mb_body_are_refused_and_run_nothing() {
+    let runs = Arc::new(AtomicU32::new(0));
+    let layer = IdempotencyLayer::new(
+        Secret::new([3u8; 32]).unwrap(),
+        Options::new(Profile::Stripe),
+        memory(),
+    );
+    let app = Router::new()
+        .route("/files", post(handler))
+        .layer(layer)
+        .layer(Extension(Arc::clone(&runs)));
+    let long = "k".repeat(64 * 1024);
+    let r = app.clone().oneshot(request(&long, "{}")).await.unwrap();
+    assert_eq!(r.status(), 400);
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    assert!(
+        body.len() < 1024,
+        "the refusal stays small: {} bytes",
+        body.len()
+    );
+    assert!(
+        String::from_utf8_lossy(&body).contains("invalid_request_error"),
+        "Stripe's shape for a bad request"
+    );
+
+    // 10 MB against the 1 MiB default: 413, read no further than the limit.
+    let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(10 << 20));
+    let r = app.clone().oneshot(request("k-big", &big)).await.unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran");
+}
