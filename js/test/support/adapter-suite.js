@@ -163,6 +163,14 @@ export function adapterSuite(label, makeApp, { repeatedHeaders = true } = {}) {
       assert.deepEqual(record.response.headers.map(([n, v]) => [n.toLowerCase(), v]), [['location', '/orders/ord_1']]);
     });
 
+    it('a 64 KB key header is refused (the core\'s 400, or 431 from a Node server\'s header limit) and nothing runs', async ({ send, state, store, key }) => {
+      const answer = await send({ key: key('k'.repeat(64 * 1024)) });
+      assert.ok([400, 431].includes(answer.status), `got ${answer.status}`);
+      assert.ok(answer.body.byteLength < 1024, `the refusal stays small: ${answer.body.byteLength} bytes`);
+      assert.equal(state.runs, 0);
+      assert.equal(store.list('in-flight', 10).length + store.list('done', 10).length, 0, 'nothing is stored');
+    });
+
     it('a binary body is replayed byte for byte', async ({ send, state, key }) => {
       const body = '{"mode":"binary"}';
       const first = await send({ key: key('pdf-1'), body });
