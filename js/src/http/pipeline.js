@@ -155,6 +155,13 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       return admission;
     }
 
+    /** A claim that failed: the core's 503 when the store cannot be reached (reported); any other failure is thrown. */
+    function unreachable(e, key) {
+      if (!(e instanceof IntentkeyError && e.code === 'store-unavailable')) throw e;
+      report(e, { phase: 'claim', key });
+      return { tag: 'reply', reply: endpoint.unavailable(now()) };
+    }
+
     /**
      * Claims an admitted attempt: { tag: 'reply', reply } (a replay, 409, the
      * payload conflict, or 503 when the store cannot be reached) or
@@ -166,11 +173,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       try {
         claimed = await claim(attempt);
       } catch (e) {
-        if (e instanceof IntentkeyError && e.code === 'store-unavailable') {
-          report(e, { phase: 'claim', key: attempt.key });
-          return { tag: 'reply', reply: endpoint.unavailable(now()) };
-        }
-        throw e;
+        return unreachable(e, attempt.key);
       }
       const { outcome, ownerToken } = claimed;
       if (outcome.tag !== 'owned') return { tag: 'reply', reply: endpoint.answer(outcome, now()) };
@@ -218,11 +221,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       try {
         served = serve(request);
       } catch (e) {
-        if (e instanceof IntentkeyError && e.code === 'store-unavailable') {
-          report(e, { phase: 'claim', key: null });
-          return { tag: 'reply', reply: endpoint.unavailable(now()) };
-        }
-        throw e;
+        return unreachable(e, null);
       }
       if (served.tag !== 'owned') return served;
       return { tag: 'owned', ticket: ticketFor(served.attempt, served.ownerToken) };
