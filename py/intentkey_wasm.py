@@ -7,12 +7,12 @@ compiled to ``dist/intentkey.wasm`` (world ``intentkey``). This module only
 converts Python values to component values and back, and supplies the
 component's imports:
 
-* ``intentkey:core/secrets@0.3.0`` ``get-secret``: answered from a dict that
+* ``intentkey:core/secrets@0.4.0`` ``get-secret``: answered from a dict that
   each :class:`Keyer` fills with its own secret under a private id;
-* ``intentkey:core/random@0.3.0`` ``random-bytes``: ``os.urandom``;
-* ``intentkey:core/store@0.3.0``: the store a :class:`Guard` is driving (a
+* ``intentkey:core/random@0.4.0`` ``random-bytes``: ``os.urandom``;
+* ``intentkey:core/store@0.4.0``: the store a :class:`Guard` is driving (a
   :class:`MemoryStore`), set for the length of each guard call;
-* ``intentkey:core/gateway@0.3.0`` ``ask``: the destination look-up a
+* ``intentkey:core/gateway@0.4.0`` ``ask``: the destination look-up a
   :meth:`Guard.recover` call was given.
 
 The claim flow itself (the order of store operations, fencing on owner
@@ -59,13 +59,13 @@ __all__ = [
     "uuid_key",
 ]
 
-_KEYS = "intentkey:core/keys@0.3.0"
-_GUARD = "intentkey:core/guard@0.3.0"
-_HTTP = "intentkey:core/http@0.3.0"
-_SECRETS = "intentkey:core/secrets@0.3.0"
-_RANDOM = "intentkey:core/random@0.3.0"
-_STORE = "intentkey:core/store@0.3.0"
-_GATEWAY = "intentkey:core/gateway@0.3.0"
+_KEYS = "intentkey:core/keys@0.4.0"
+_GUARD = "intentkey:core/guard@0.4.0"
+_HTTP = "intentkey:core/http@0.4.0"
+_SECRETS = "intentkey:core/secrets@0.4.0"
+_RANDOM = "intentkey:core/random@0.4.0"
+_STORE = "intentkey:core/store@0.4.0"
+_GATEWAY = "intentkey:core/gateway@0.4.0"
 
 _GUARD_EXPORTS = ("claim", "finish", "recover", "due", "purge")
 
@@ -125,6 +125,8 @@ ERROR_CODES = frozenset({
     "io-failed",
     "invalid-argument",
     "component-failed",
+    "invalid-keyring",
+    "secret-retired",
 })
 
 #: Fuel (roughly: wasm instructions) one call may burn before it traps.
@@ -637,7 +639,7 @@ class Guard:
         """(outcome, owner token): the outcome is ``Variant('owned')``,
         ``Variant('in-flight')``, ``Variant('done', response)`` or
         ``Variant('payload-conflict')``."""
-        attempt = _record(key=key, fingerprint=fingerprint, tenant_id=tenant_id, action_type=action_type)
+        attempt = _record(key=key, fingerprint=fingerprint, tenant_id=tenant_id, action_type=action_type, prior=None)
         claimed = self._call("claim", attempt, _s64(now))
         return claimed.outcome, _get(claimed, "owner_token")
 

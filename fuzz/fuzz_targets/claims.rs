@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
                     fingerprint: ["fp-a", "fp-b"][usize::from(a >> 1 & 1)].into(),
                     tenant_id: "t".into(),
                     action_type: "a".into(),
+                    prior: None,
                 };
                 let out = drive(ClaimFlow::new(&attempt, token, now), &mut store, &mut |_| Lookup::Unknown)
                     .expect("a claim over memory never fails");

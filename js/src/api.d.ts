@@ -34,7 +34,9 @@ export type ErrorCode =
   | 'flow-misuse'
   | 'io-failed'
   | 'invalid-argument'
-  | 'component-failed';
+  | 'component-failed'
+  | 'invalid-keyring'
+  | 'secret-retired';
 
 /** An error the intentkey core reported. The message never holds a secret. */
 export class IntentkeyError extends Error {

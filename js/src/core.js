@@ -197,7 +197,7 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     const imports = {};
     for (const [name, value] of Object.entries(interfaces)) {
       imports[`intentkey:core/${name}`] = value;
-      imports[`intentkey:core/${name}@0.3.0`] = value;
+      imports[`intentkey:core/${name}@0.4.0`] = value;
     }
     const root = instantiate(getCoreModule, imports);
     return {

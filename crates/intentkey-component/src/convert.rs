@@ -32,6 +32,8 @@ pub(crate) fn code(code: ErrorCode) -> t::ErrorCode {
         ErrorCode::IoFailed => t::ErrorCode::IoFailed,
         ErrorCode::InvalidArgument => t::ErrorCode::InvalidArgument,
         ErrorCode::ComponentFailed => t::ErrorCode::ComponentFailed,
+        ErrorCode::InvalidKeyring => t::ErrorCode::InvalidKeyring,
+        ErrorCode::SecretRetired => t::ErrorCode::SecretRetired,
     }
 }
 
@@ -132,6 +134,10 @@ pub(crate) fn attempt_in(a: t::Attempt) -> core::Attempt {
         fingerprint: a.fingerprint,
         tenant_id: a.tenant_id,
         action_type: a.action_type,
+        prior: a.prior.map(|p| core::PriorKey {
+            key: p.key,
+            fingerprint: p.fingerprint,
+        }),
     }
 }
 

@@ -52,6 +52,10 @@ pub(crate) fn attempt_out(a: intentkey::claim::Attempt) -> t::Attempt {
         fingerprint: a.fingerprint,
         tenant_id: a.tenant_id,
         action_type: a.action_type,
+        prior: a.prior.map(|p| t::PriorKey {
+            key: p.key,
+            fingerprint: p.fingerprint,
+        }),
     }
 }
 
@@ -91,6 +95,17 @@ impl wit::Guest for Component {
     }
 }
 
+fn with_policies(
+    mut endpoint: core::Endpoint,
+    policies: Vec<(String, String)>,
+) -> Result<core::Endpoint, t::Error> {
+    for (action, json) in policies {
+        let policy = Policy::from_json(&json).map_err(wit_error)?;
+        endpoint = endpoint.with_policy(&action, policy).map_err(wit_error)?;
+    }
+    Ok(endpoint)
+}
+
 impl GuestEndpoint for Endpoint {
     fn create(
         secret_id: String,
@@ -98,12 +113,25 @@ impl GuestEndpoint for Endpoint {
         policies: Vec<(String, String)>,
     ) -> Result<wit::Endpoint, t::Error> {
         let secret = Secret::new(secrets::get_secret(&secret_id)?).map_err(wit_error)?;
-        let mut endpoint = core::Endpoint::new(secret, options_in(options));
-        for (action, json) in policies {
-            let policy = Policy::from_json(&json).map_err(wit_error)?;
-            endpoint = endpoint.with_policy(&action, policy).map_err(wit_error)?;
-        }
-        Ok(wit::Endpoint::new(Endpoint(endpoint)))
+        let endpoint = core::Endpoint::new(secret, options_in(options));
+        Ok(wit::Endpoint::new(Endpoint(with_policies(
+            endpoint, policies,
+        )?)))
+    }
+
+    fn create_keyring(
+        keyring: Vec<t::KeyringEntry>,
+        window_seconds: i64,
+        options: wit::Options,
+        policies: Vec<(String, String)>,
+    ) -> Result<wit::Endpoint, t::Error> {
+        let keyring = crate::keys::keyring_from(keyring)?
+            .with_window(window_seconds)
+            .map_err(wit_error)?;
+        let endpoint = core::Endpoint::with_keyring(keyring, options_in(options));
+        Ok(wit::Endpoint::new(Endpoint(with_policies(
+            endpoint, policies,
+        )?)))
     }
 
     fn header_name(&self) -> String {

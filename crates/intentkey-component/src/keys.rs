@@ -1,15 +1,42 @@
 //! The `keys` export: key derivation through a keyer resource.
 
 use crate::bindings::exports::intentkey::core::keys::{self, GuestKeyer};
-use crate::bindings::intentkey::core::types::{Error as WitError, Intent as WitIntent};
+use crate::bindings::intentkey::core::types::{
+    Error as WitError, Intent as WitIntent, KeyringEntry as WitKeyringEntry,
+};
 use crate::bindings::intentkey::core::{random, secrets};
 use crate::convert::wit_error;
 use crate::Component;
-use intentkey::{Deriver, Intent, KeyLength, Payload, Policy, RequestAnswerer, Secret};
+use intentkey::{Intent, KeyLength, Keyring, Payload, Policy, RequestAnswerer, Secret};
 
-/// A policy keyed with one secret, held by the guest for the resource's life.
+/// A policy keyed with a keyring (one secret or several), held by the
+/// guest for the resource's life.
 pub(crate) struct Keyer {
-    deriver: Deriver,
+    keyer: intentkey::Keyer,
+}
+
+fn policy_from(policy_json: Option<String>) -> Result<Policy, WitError> {
+    match policy_json {
+        Some(json) => Policy::from_json(&json).map_err(wit_error),
+        None => Ok(Policy::default()),
+    }
+}
+
+/// A keyring from entries whose bytes come from the host's `secrets` import.
+pub(crate) fn keyring_from(entries: Vec<WitKeyringEntry>) -> Result<Keyring, WitError> {
+    let mut secrets_in = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let secret = Secret::new(secrets::get_secret(&entry.secret_id)?).map_err(wit_error)?;
+        secrets_in.push((entry.id, entry.active_from, secret));
+    }
+    Keyring::new(secrets_in).map_err(wit_error)
+}
+
+fn key_length(key_hex_length: Option<u32>) -> Result<KeyLength, WitError> {
+    match key_hex_length {
+        Some(n) => KeyLength::new(n as usize).map_err(wit_error),
+        None => Ok(KeyLength::FULL),
+    }
 }
 
 fn with_payload<T>(
@@ -24,7 +51,7 @@ fn with_payload<T>(
 impl Keyer {
     fn key(&self, intent: &WitIntent) -> Result<String, WitError> {
         with_payload(&intent.payload_json, |payload| {
-            self.deriver
+            self.keyer
                 .derive(&Intent {
                     tenant_id: &intent.tenant_id,
                     action_type: &intent.action_type,
@@ -38,13 +65,20 @@ impl Keyer {
 
 impl GuestKeyer for Keyer {
     fn create(policy_json: Option<String>, secret_id: String) -> Result<keys::Keyer, WitError> {
-        let policy = match policy_json {
-            Some(json) => Policy::from_json(&json).map_err(wit_error)?,
-            None => Policy::default(),
-        };
+        let policy = policy_from(policy_json)?;
         let secret = Secret::new(secrets::get_secret(&secret_id)?).map_err(wit_error)?;
         Ok(keys::Keyer::new(Keyer {
-            deriver: Deriver::new(&secret, policy),
+            keyer: intentkey::Keyer::new(&Keyring::single(secret), policy),
+        }))
+    }
+
+    fn create_keyring(
+        policy_json: Option<String>,
+        keyring: Vec<WitKeyringEntry>,
+    ) -> Result<keys::Keyer, WitError> {
+        let policy = policy_from(policy_json)?;
+        Ok(keys::Keyer::new(Keyer {
+            keyer: intentkey::Keyer::new(&keyring_from(keyring)?, policy),
         }))
     }
 
@@ -58,7 +92,7 @@ impl GuestKeyer for Keyer {
 
     fn material(&self, intent: WitIntent) -> Result<String, WitError> {
         with_payload(&intent.payload_json, |payload| {
-            self.deriver.material(&Intent {
+            self.keyer.material(&Intent {
                 tenant_id: &intent.tenant_id,
                 action_type: &intent.action_type,
                 payload,
@@ -74,12 +108,24 @@ impl GuestKeyer for Keyer {
         intent_id: String,
         key_hex_length: Option<u32>,
     ) -> Result<String, WitError> {
-        let length = match key_hex_length {
-            Some(n) => KeyLength::new(n as usize).map_err(wit_error)?,
-            None => KeyLength::FULL,
-        };
-        self.deriver
-            .intent_key(&tenant_id, &intent_id, length)
+        let length = key_length(key_hex_length)?;
+        self.keyer
+            .sole_deriver()
+            .and_then(|d| d.intent_key(&tenant_id, &intent_id, length))
+            .map(intentkey::Key::into_string)
+            .map_err(wit_error)
+    }
+
+    fn intent_key_at(
+        &self,
+        tenant_id: String,
+        intent_id: String,
+        intent_epoch: i64,
+        key_hex_length: Option<u32>,
+    ) -> Result<String, WitError> {
+        let length = key_length(key_hex_length)?;
+        self.keyer
+            .intent_key(&tenant_id, &intent_id, intent_epoch, length)
             .map(intentkey::Key::into_string)
             .map_err(wit_error)
     }
@@ -91,7 +137,23 @@ impl GuestKeyer for Keyer {
         payload_json: String,
     ) -> Result<String, WitError> {
         with_payload(&payload_json, |payload| {
-            self.deriver.fingerprint(&tenant_id, &action_type, payload)
+            self.keyer
+                .sole_deriver()?
+                .fingerprint(&tenant_id, &action_type, payload)
+        })
+        .map(|fp| fp.as_str().to_owned())
+    }
+
+    fn fingerprint_at(
+        &self,
+        tenant_id: String,
+        action_type: String,
+        payload_json: String,
+        intent_epoch: i64,
+    ) -> Result<String, WitError> {
+        with_payload(&payload_json, |payload| {
+            self.keyer
+                .fingerprint(&tenant_id, &action_type, payload, intent_epoch)
         })
         .map(|fp| fp.as_str().to_owned())
     }
@@ -103,7 +165,8 @@ impl GuestKeyer for Keyer {
         payload_json: String,
     ) -> Result<String, WitError> {
         with_payload(&payload_json, |payload| {
-            self.deriver
+            self.keyer
+                .sole_deriver()?
                 .fingerprint_material(&tenant_id, &action_type, payload)
         })
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
@@ -117,7 +180,9 @@ impl GuestKeyer for Keyer {
         stored: String,
     ) -> Result<bool, WitError> {
         with_payload(&payload_json, |payload| {
-            self.deriver.fingerprint(&tenant_id, &action_type, payload)
+            self.keyer
+                .sole_deriver()?
+                .fingerprint(&tenant_id, &action_type, payload)
         })
         .map(|fp| fp.matches(&stored))
     }

@@ -67,11 +67,18 @@ pub enum ErrorCode {
     InvalidArgument,
     /// The WebAssembly component could not be loaded, or trapped (a bug in intentkey: report it).
     ComponentFailed,
+    /// The keyring is empty or malformed: an id missing, repeated or not
+    /// printable ASCII, two secrets with one activation epoch, or a
+    /// keyring-only call without the intent's epoch.
+    InvalidKeyring,
+    /// No secret of the keyring is active at the intent's epoch: the secret
+    /// that keyed the intent was dropped.
+    SecretRetired,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::SecretTooShort,
         ErrorCode::InvalidSecret,
         ErrorCode::InvalidTenantId,
@@ -98,6 +105,8 @@ impl ErrorCode {
         ErrorCode::IoFailed,
         ErrorCode::InvalidArgument,
         ErrorCode::ComponentFailed,
+        ErrorCode::InvalidKeyring,
+        ErrorCode::SecretRetired,
     ];
 
     /// The stable kebab-case code, e.g. `"unclassified-fields"`.
@@ -133,6 +142,8 @@ impl ErrorCode {
             ErrorCode::IoFailed => "io-failed",
             ErrorCode::InvalidArgument => "invalid-argument",
             ErrorCode::ComponentFailed => "component-failed",
+            ErrorCode::InvalidKeyring => "invalid-keyring",
+            ErrorCode::SecretRetired => "secret-retired",
         }
     }
 
@@ -209,6 +220,12 @@ impl std::error::Error for Error {}
 /// Shorthand for results carrying an [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The first 64 characters of a client- or caller-supplied string, for
+/// quoting it in a message without letting the message grow with the input.
+pub(crate) fn clip(text: &str) -> String {
+    text.chars().take(64).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::ErrorCode;
@@ -263,6 +280,8 @@ mod tests {
             ErrorCode::IoFailed => at!(23, IoFailed),
             ErrorCode::InvalidArgument => at!(24, InvalidArgument),
             ErrorCode::ComponentFailed => at!(25, ComponentFailed),
+            ErrorCode::InvalidKeyring => at!(26, InvalidKeyring),
+            ErrorCode::SecretRetired => at!(27, SecretRetired),
         }
     }
 

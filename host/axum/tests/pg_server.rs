@@ -204,6 +204,7 @@ fn the_claim_statement_reads_the_record_it_loses_to() {
             fingerprint: "fp".into(),
             tenant_id: "t".into(),
             action_type: "POST /orders".into(),
+            prior: None,
         };
         let first = Record::in_flight(&attempt, "owner-1", 100);
         assert_eq!(

@@ -144,6 +144,7 @@ fn timeline(store: &dyn Store, url: &str) -> Result<(), String> {
                 fingerprint: fingerprint.as_str().into(),
                 tenant_id: "tenant-1".into(),
                 action_type: "pix.send".into(),
+                prior: None,
             },
             amount.trim_matches('"').to_owned(),
         ))

@@ -100,6 +100,7 @@ pub fn claim_cmd(a: &ClaimArgs) -> Result<Value, CliError> {
         fingerprint: a.fingerprint.clone(),
         tenant_id: a.tenant.clone(),
         action_type: a.action.clone(),
+        prior: None,
     };
     let claimed = Guard::new(store.as_ref())
         .claim(&attempt, now())

@@ -195,6 +195,7 @@ fn bench_attempt(key: &str) -> Attempt {
         fingerprint: "fp".into(),
         tenant_id: "t".into(),
         action_type: "a".into(),
+        prior: None,
     }
 }
 

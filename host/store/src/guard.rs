@@ -14,7 +14,7 @@
 //!
 //! let store = open("memory:")?;
 //! let guard = Guard::new(store.as_ref());
-//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into() };
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into(), prior: None };
 //! let mut effects = 0;
 //! for _ in 0..3 {
 //!     let answer = guard.run(&attempt, 1_700_000_000, |key| {

@@ -18,7 +18,7 @@
 //! use intentkey_store::{open, run_flow};
 //!
 //! let store = open("memory:")?;
-//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "tenant-1".into(), action_type: "pix.send".into() };
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "tenant-1".into(), action_type: "pix.send".into(), prior: None };
 //! let first = run_flow(store.as_ref(), ClaimFlow::new(&attempt, "owner-a", 1_700_000_000), None)?;
 //! assert_eq!(first, ClaimOutcome::Owned);
 //! let again = run_flow(store.as_ref(), ClaimFlow::new(&attempt, "owner-b", 1_700_000_001), None)?;

@@ -89,6 +89,7 @@ fn postgres_restart_mid_run_loses_nothing() {
                     fingerprint: "fp".into(),
                     tenant_id: "t".into(),
                     action_type: "a".into(),
+                    prior: None,
                 };
                 // Retry the same attempt until the store answers: a retry never
                 // re-runs an effect whose claim already landed (it sees in-flight).

@@ -36,6 +36,8 @@ pub(crate) fn code_in(code: wit::ErrorCode) -> ErrorCode {
         wit::ErrorCode::IoFailed => ErrorCode::IoFailed,
         wit::ErrorCode::InvalidArgument => ErrorCode::InvalidArgument,
         wit::ErrorCode::ComponentFailed => ErrorCode::ComponentFailed,
+        wit::ErrorCode::InvalidKeyring => ErrorCode::InvalidKeyring,
+        wit::ErrorCode::SecretRetired => ErrorCode::SecretRetired,
     }
 }
 
@@ -69,6 +71,8 @@ fn code_out(code: ErrorCode) -> wit::ErrorCode {
         ErrorCode::IoFailed => wit::ErrorCode::IoFailed,
         ErrorCode::InvalidArgument => wit::ErrorCode::InvalidArgument,
         ErrorCode::ComponentFailed => wit::ErrorCode::ComponentFailed,
+        ErrorCode::InvalidKeyring => wit::ErrorCode::InvalidKeyring,
+        ErrorCode::SecretRetired => wit::ErrorCode::SecretRetired,
     }
 }
 
@@ -196,6 +200,23 @@ pub(crate) fn attempt_out(a: &core::Attempt) -> wit::Attempt {
         fingerprint: a.fingerprint.clone(),
         tenant_id: a.tenant_id.clone(),
         action_type: a.action_type.clone(),
+        prior: a.prior.as_ref().map(|p| wit::PriorKey {
+            key: p.key.clone(),
+            fingerprint: p.fingerprint.clone(),
+        }),
+    }
+}
+
+pub(crate) fn attempt_in(a: wit::Attempt) -> core::Attempt {
+    core::Attempt {
+        key: a.key,
+        fingerprint: a.fingerprint,
+        tenant_id: a.tenant_id,
+        action_type: a.action_type,
+        prior: a.prior.map(|p| core::PriorKey {
+            key: p.key,
+            fingerprint: p.fingerprint,
+        }),
     }
 }
 

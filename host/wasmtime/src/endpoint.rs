@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use intentkey::claim::{Attempt, ClaimOutcome};
+use intentkey::claim::ClaimOutcome;
 use intentkey::http::{Admission, Incoming, Options, Profile, Reply};
 use wasmtime::component::ResourceAny;
 
@@ -116,12 +116,7 @@ fn reply_in(r: wit::Reply) -> Reply {
 
 fn admission_in(a: wit::Admission) -> Admission {
     match a {
-        wit::Admission::Guarded(a) => Admission::Guarded(Attempt {
-            key: a.key,
-            fingerprint: a.fingerprint,
-            tenant_id: a.tenant_id,
-            action_type: a.action_type,
-        }),
+        wit::Admission::Guarded(a) => Admission::Guarded(crate::convert::attempt_in(a)),
         wit::Admission::Unguarded => Admission::Unguarded,
         wit::Admission::Refused(r) => Admission::Refused(reply_in(r)),
     }

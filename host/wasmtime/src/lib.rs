@@ -57,7 +57,7 @@
 //! }
 //! let engine = WasmEngine::from_file("dist/intentkey.wasm")?;
 //! let mut guard = WasmGuard::new(&engine, Arc::new(MemoryStore::default()), Arc::new(Destination))?;
-//! let attempt = Attempt { key, fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into() };
+//! let attempt = Attempt { key, fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into(), prior: None };
 //! let (outcome, token) = guard.claim(&attempt, 1_700_000_000)?;
 //! assert_eq!(outcome, ClaimOutcome::Owned);
 //! let paid = EffectResult::Answered(Response::json(201, r#"{"id":"pay_1"}"#));

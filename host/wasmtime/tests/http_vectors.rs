@@ -195,6 +195,7 @@ impl HttpSubject for Wasm {
             fingerprint: attempt.fingerprint.clone(),
             tenant_id: attempt.tenant_id.clone(),
             action_type: attempt.action_type.clone(),
+            prior: None,
         };
         let (outcome, token) = self.guard()?.claim(&attempt, now).map_err(text)?;
         let outcome = match outcome {

@@ -189,7 +189,7 @@ impl RecoveryAction {
 ///
 /// ```
 /// use intentkey::claim::{decide_recovery, Attempt, Lookup, Record, RecoveryAction};
-/// let attempt = Attempt { key: "k".into(), fingerprint: "fp".into(), tenant_id: "t".into(), action_type: "a".into() };
+/// let attempt = Attempt { key: "k".into(), fingerprint: "fp".into(), tenant_id: "t".into(), action_type: "a".into(), prior: None };
 /// let mut record = Record::in_flight(&attempt, "token", 0);
 /// let mut now = 1_000;
 /// let mut waits = Vec::new();
@@ -295,6 +295,7 @@ mod tests {
             fingerprint: "fp".into(),
             tenant_id: "t".into(),
             action_type: "a".into(),
+            prior: None,
         };
         Record::in_flight(&attempt, "token", 0)
     }

@@ -21,7 +21,7 @@
 //! };
 //!
 //! let mut store = MemoryClaims::default();
-//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into() };
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into(), prior: None };
 //! let no_destination = &mut |_: &str| unreachable!();
 //!
 //! let claimed = drive(ClaimFlow::new(&attempt, "owner-a", 100), &mut store, no_destination)?;
@@ -44,7 +44,7 @@ use super::decide::{
     classify, decide_existing, decide_recovery, purgeable, recovered, recovery_due_at, take_over,
     ClaimOutcome, EffectResult, Lookup, OutcomeClass, RecoveryAction, Rules,
 };
-use super::record::{done_expiry, Attempt, Record, Response, Status};
+use super::record::{done_expiry, Attempt, PriorKey, Record, Response, Status};
 
 /// How many times a claim inserts again when the record it lost to vanished
 /// (was purged) before it could be read.
@@ -264,16 +264,40 @@ fn misuse<T>(expected: &'static str, got: &OpResult) -> Result<T, FlowError> {
 /// Claims a key: insert an `in_flight` record owned by a fresh token unless
 /// the key exists; otherwise read the stored record and decide. Never
 /// check-then-insert.
+///
+/// During a rotation window the attempt carries its [`PriorKey`]: the flow
+/// first reads the record under the previous secret's key and, when there
+/// is one, decides from it (replay, 409 or 422) and inserts nothing. Only a
+/// request that was never seen under the previous secret claims the new key.
+/// The read is of a key that is no longer claimed by any server whose clock
+/// is past the activation, so it is not a check-then-insert of the key the
+/// claim inserts.
+///
+/// ```
+/// use intentkey::claim::{drive, Attempt, ClaimFlow, ClaimOutcome, MemoryClaims, PriorKey};
+///
+/// let mut store = MemoryClaims::default();
+/// let old = Attempt { key: "old".into(), fingerprint: "fp-old".into(), tenant_id: "t".into(), action_type: "a".into(), prior: None };
+/// let no_destination = &mut |_: &str| unreachable!();
+/// // Claimed under the previous secret before the rotation, still running.
+/// assert_eq!(drive(ClaimFlow::new(&old, "owner-a", 1), &mut store, no_destination)?, ClaimOutcome::Owned);
+/// // The retry after the rotation finds it under its prior key: 409, no new claim.
+/// let retry = Attempt { key: "new".into(), fingerprint: "fp-new".into(), prior: Some(PriorKey { key: "old".into(), fingerprint: "fp-old".into() }), ..old };
+/// assert_eq!(drive(ClaimFlow::new(&retry, "owner-b", 2), &mut store, no_destination)?, ClaimOutcome::InFlight);
+/// # Ok::<(), intentkey::claim::DriveError<std::convert::Infallible>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct ClaimFlow {
     record: Record,
     fingerprint: String,
+    prior: Option<PriorKey>,
     tries: u32,
     waiting: ClaimWait,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClaimWait {
+    Prior,
     Insert,
     Get,
     Over,
@@ -285,6 +309,7 @@ impl ClaimFlow {
         ClaimFlow {
             record: Record::in_flight(attempt, owner_token, now),
             fingerprint: attempt.fingerprint.clone(),
+            prior: attempt.prior.clone(),
             tries: 0,
             waiting: ClaimWait::Insert,
         }
@@ -307,6 +332,11 @@ impl Flow for ClaimFlow {
     type Output = ClaimOutcome;
 
     fn start(&mut self) -> Step<ClaimOutcome> {
+        if let Some(prior) = &self.prior {
+            self.tries = 0;
+            self.waiting = ClaimWait::Prior;
+            return Step::Io(Op::Get(prior.key.clone()));
+        }
         self.tries = 1;
         self.waiting = ClaimWait::Insert;
         Step::Io(Op::Insert(self.record.clone()))
@@ -314,6 +344,16 @@ impl Flow for ClaimFlow {
 
     fn resume(&mut self, result: OpResult) -> Result<Step<ClaimOutcome>, FlowError> {
         match (self.waiting, result) {
+            (ClaimWait::Prior, OpResult::Got(Some(existing))) => {
+                self.waiting = ClaimWait::Over;
+                let fingerprint = self
+                    .prior
+                    .as_ref()
+                    .map_or(self.fingerprint.as_str(), |p| p.fingerprint.as_str());
+                Ok(Step::Done(decide_existing(&existing, fingerprint)))
+            }
+            (ClaimWait::Prior, OpResult::Got(None)) => self.insert(),
+            (ClaimWait::Prior, other) => misuse("got", &other),
             (ClaimWait::Insert, OpResult::Inserted(true)) => {
                 self.waiting = ClaimWait::Over;
                 Ok(Step::Done(ClaimOutcome::Owned))
@@ -915,6 +955,7 @@ mod tests {
             fingerprint: fp.into(),
             tenant_id: "t".into(),
             action_type: "a".into(),
+            prior: None,
         }
     }
 

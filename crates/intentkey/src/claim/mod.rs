@@ -33,7 +33,7 @@
 //! ```
 //! use intentkey::claim::{decide_existing, Attempt, ClaimOutcome, Record, Response};
 //!
-//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp-a".into(), tenant_id: "tenant-1".into(), action_type: "pix.send".into() };
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp-a".into(), tenant_id: "tenant-1".into(), action_type: "pix.send".into(), prior: None };
 //! let mut record = Record::in_flight(&attempt, "0123456789abcdef0123456789abcdef", 1_700_000_000);
 //! assert_eq!(decide_existing(&record, "fp-a"), ClaimOutcome::InFlight);
 //! assert_eq!(decide_existing(&record, "fp-b"), ClaimOutcome::PayloadConflict);
@@ -58,6 +58,6 @@ pub use flow::{
     Release, Replacement, Step, CLAIM_TRIES,
 };
 pub use record::{
-    done_expiry, owner_token, owner_token_from_slice, Attempt, Record, Response, Status,
+    done_expiry, owner_token, owner_token_from_slice, Attempt, PriorKey, Record, Response, Status,
     DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES,
 };

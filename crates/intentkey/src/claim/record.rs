@@ -114,6 +114,21 @@ pub struct Attempt {
     pub tenant_id: String,
     /// The action type.
     pub action_type: String,
+    /// The same request keyed under the previous secret, during a rotation
+    /// window ([`crate::Keyring::prior_at`]): the claim reads that record
+    /// first and answers from it when it exists, so a retry that straddles
+    /// a rotation never runs the effect twice. `None` outside a window and
+    /// for `fields`/`intent-hmac` keys (they keep their intent's secret).
+    pub prior: Option<PriorKey>,
+}
+
+/// An attempt's key and fingerprint under the previous secret of a keyring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PriorKey {
+    /// The storage key under the previous secret.
+    pub key: String,
+    /// The fingerprint under the previous secret.
+    pub fingerprint: String,
 }
 
 /// One intent's record in the store.

@@ -4,8 +4,9 @@
 
 use std::fmt;
 
-use crate::claim::{drive, Attempt, ClaimFlow, ClaimOutcome, ClaimStore, DriveError};
+use crate::claim::{drive, Attempt, ClaimFlow, ClaimOutcome, ClaimStore, DriveError, PriorKey};
 use crate::error::{Error, ErrorCode, Result};
+use crate::keyring::Keyring;
 use crate::policy::Policy;
 use crate::secret::Secret;
 
@@ -109,7 +110,7 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for ServeError<E> {}
 /// ```
 #[derive(Clone)]
 pub struct Endpoint {
-    secret: Secret,
+    keyring: Keyring,
     options: Options,
     policies: Vec<(String, Policy)>,
 }
@@ -117,7 +118,7 @@ pub struct Endpoint {
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Endpoint")
-            .field("secret", &self.secret)
+            .field("keyring", &self.keyring)
             .field("options", &self.options)
             .field(
                 "policies",
@@ -128,13 +129,50 @@ impl fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    /// An endpoint with no route policies.
+    /// An endpoint with one secret and no route policies.
     pub fn new(secret: Secret, options: Options) -> Self {
+        Endpoint::with_keyring(Keyring::single(secret), options)
+    }
+
+    /// An endpoint keyed by a [`Keyring`]: storage keys and fingerprints use
+    /// the secret active at `now`, and during the keyring's window after an
+    /// activation each guarded attempt also carries its [`PriorKey`] under
+    /// the previous secret, so the claim answers a retry of a request first
+    /// seen before the rotation from that request's record.
+    ///
+    /// ```
+    /// use intentkey::http::{Admission, Endpoint, Incoming, Options, Profile};
+    /// use intentkey::{Keyring, Secret};
+    ///
+    /// let keyring = Keyring::new(vec![
+    ///     ("a".into(), 0, Secret::new([1u8; 32])?),
+    ///     ("b".into(), 1_000, Secret::new([2u8; 32])?),
+    /// ])?.with_window(600)?;
+    /// let endpoint = Endpoint::with_keyring(keyring, Options::new(Profile::Stripe));
+    /// let request = Incoming {
+    ///     tenant_id: "acct_1", method: "POST", route: "/v1/charges",
+    ///     key_values: &["order-42"], content_type: Some("application/json"), body: b"{}",
+    /// };
+    /// let Admission::Guarded(before) = endpoint.admit(&request, 999)? else { unreachable!() };
+    /// let Admission::Guarded(during) = endpoint.admit(&request, 1_000)? else { unreachable!() };
+    /// let Admission::Guarded(after) = endpoint.admit(&request, 1_600)? else { unreachable!() };
+    /// assert!(before.prior.is_none());
+    /// assert_eq!(during.prior.as_ref().unwrap().key, before.key);
+    /// assert_ne!(during.key, before.key);
+    /// assert!(after.prior.is_none() && after.key == during.key);
+    /// # Ok::<(), intentkey::Error>(())
+    /// ```
+    pub fn with_keyring(keyring: Keyring, options: Options) -> Self {
         Endpoint {
-            secret,
+            keyring,
             options,
             policies: Vec::new(),
         }
+    }
+
+    /// The keyring.
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
     }
 
     /// The same endpoint with a policy for one action, `"METHOD route"`
@@ -151,7 +189,7 @@ impl Endpoint {
                 "policies",
                 format!(
                     "a route policy is keyed by `METHOD route` (for example `POST /orders`); `{}` is not",
-                    truncate(action)
+                    crate::error::clip(action)
                 ),
             )
         })?;
@@ -176,7 +214,8 @@ impl Endpoint {
     /// # Errors
     /// Only for what the server, not the client, got wrong: an empty tenant
     /// (`invalid-tenant-id`), an empty method or route
-    /// (`invalid-action-type`). Everything the client sent wrong is an
+    /// (`invalid-action-type`), a keyring with no secret active at `now`
+    /// (`secret-retired`). Everything the client sent wrong is an
     /// [`Admission::Refused`] answer.
     pub fn admit(&self, request: &Incoming<'_>, now: i64) -> Result<Admission> {
         let key = match self.options.client_key_from_values(request.key_values) {
@@ -196,17 +235,15 @@ impl Endpoint {
             .iter()
             .find(|(a, _)| *a == action_type)
             .map(|(_, p)| p);
-        let fingerprint = match request_fingerprint(
-            &self.secret,
-            &Request {
-                tenant_id: request.tenant_id,
-                method: &method,
-                route: request.route,
-                content_type: request.content_type,
-                body: request.body,
-            },
-            policy,
-        ) {
+        let request_facts = Request {
+            tenant_id: request.tenant_id,
+            method: &method,
+            route: request.route,
+            content_type: request.content_type,
+            body: request.body,
+        };
+        let secret = self.keyring.at(now)?.secret();
+        let fingerprint = match request_fingerprint(secret, &request_facts, policy) {
             Ok(fingerprint) => fingerprint,
             Err(e) if e.code() == ErrorCode::InvalidJson => {
                 return Ok(Admission::Refused(
@@ -215,11 +252,20 @@ impl Endpoint {
             }
             Err(e) => return Err(e),
         };
+        let prior = match self.keyring.prior_at(now) {
+            None => None,
+            Some(entry) => Some(PriorKey {
+                key: storage_key(entry.secret(), request.tenant_id, &key)?.into_string(),
+                fingerprint: request_fingerprint(entry.secret(), &request_facts, policy)?
+                    .into_string(),
+            }),
+        };
         Ok(Admission::Guarded(Attempt {
-            key: storage_key(&self.secret, request.tenant_id, &key)?.into_string(),
+            key: storage_key(secret, request.tenant_id, &key)?.into_string(),
             fingerprint: fingerprint.into_string(),
             tenant_id: request.tenant_id.to_owned(),
             action_type,
+            prior,
         }))
     }
 
@@ -320,10 +366,6 @@ fn normalize_action(action: &str) -> Option<String> {
         return None;
     }
     Some(format!("{} {route}", method.to_ascii_uppercase()))
-}
-
-fn truncate(text: &str) -> String {
-    text.chars().take(64).collect()
 }
 
 #[cfg(test)]

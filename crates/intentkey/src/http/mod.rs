@@ -87,6 +87,7 @@
 //!     fingerprint: request_fingerprint(&secret, &request, None)?.into_string(),
 //!     tenant_id: "shop-1".into(),
 //!     action_type: "POST /orders".into(),
+//!     prior: None,
 //! };
 //!
 //! // First time: owned, so the handler runs and its answer is stored.

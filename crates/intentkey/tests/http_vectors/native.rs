@@ -82,6 +82,7 @@ fn attempt_in(a: &v::Attempt) -> Attempt {
         fingerprint: a.fingerprint.clone(),
         tenant_id: a.tenant_id.clone(),
         action_type: a.action_type.clone(),
+        prior: None,
     }
 }
 

@@ -119,6 +119,7 @@ pub fn attempt(key: &str, fingerprint: &str) -> Attempt {
         fingerprint: fingerprint.into(),
         tenant_id: "t1".into(),
         action_type: "pix.send".into(),
+        prior: None,
     }
 }
 
