@@ -35,7 +35,7 @@ use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use intentkey::claim::{ClaimFlow, EffectResult, FinishFlow, Finished, Response as Stored, Rules};
 use intentkey::http::{Admission, Endpoint, Incoming, Options, Reply};
-use intentkey::{Policy, Secret};
+use intentkey::{Keyring, Policy, Secret};
 use intentkey_store::StoreError;
 use tower::{Layer, Service};
 
@@ -157,6 +157,15 @@ impl IdempotencyLayer {
     pub fn policy(self, action: &str, policy: Policy) -> Result<Self, intentkey::Error> {
         let endpoint = self.config.endpoint.clone().with_policy(action, policy)?;
         Ok(self.edit(|c| c.endpoint = endpoint))
+    }
+
+    /// Keys the layer with a keyring instead of its one secret: storage keys
+    /// use the secret active at the layer's clock, and during the keyring's
+    /// window after an activation a retry of a request first seen before it
+    /// is answered from that request's record (see [`intentkey::Keyring`]).
+    pub fn keyring(self, keyring: Keyring) -> Self {
+        let endpoint = self.config.endpoint.clone().rekeyed(keyring);
+        self.edit(|c| c.endpoint = endpoint)
     }
 
     /// Which tenant a request belongs to (tenants never share a key space).

@@ -170,6 +170,14 @@ impl Endpoint {
         }
     }
 
+    /// The same endpoint (options and route policies) keyed by `keyring`:
+    /// how a server adds a secret ahead of its activation, or drops the
+    /// previous one once the window is over.
+    pub fn rekeyed(mut self, keyring: Keyring) -> Self {
+        self.keyring = keyring;
+        self
+    }
+
     /// The keyring.
     pub fn keyring(&self) -> &Keyring {
         &self.keyring
