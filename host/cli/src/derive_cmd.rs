@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use intentkey::{
-    uuid_key, Deriver, Error, ErrorCode, Intent, KeyLength, Payload, Policy, RequestAnswerer,
-    Secret,
+    uuid_key, Error, ErrorCode, Intent, KeyLength, Keyer, Keyring, Payload, Policy,
+    RequestAnswerer, Secret,
 };
 use serde_json::{json, Value};
 
@@ -71,7 +71,8 @@ pub struct DeriveArgs {
     /// File holding the payload JSON object.
     #[arg(long)]
     payload_file: Option<PathBuf>,
-    /// Intent epoch in seconds, from the intent record (fields mode).
+    /// Intent epoch in seconds, from the intent record (fields mode; with a
+    /// keyring of several secrets, intent-hmac mode too: it picks the secret).
     #[arg(long, allow_hyphen_values = true)]
     epoch: Option<i64>,
     /// One intent as a JSON object with tenant_id, action_type, payload and
@@ -87,6 +88,11 @@ pub struct DeriveArgs {
     /// File holding the secret as hex (default: the INTENTKEY_SECRET variable).
     #[arg(long)]
     secret_file: Option<PathBuf>,
+    /// File holding a keyring instead of one secret:
+    /// {"secrets": [{"id", "active_from", "secret_hex"}, …], "window_seconds": …}.
+    /// Each intent is keyed with the secret active at its own epoch.
+    #[arg(long, conflicts_with_all = ["secret_file", "jsonl"])]
+    keyring_file: Option<PathBuf>,
     /// Also print the canonical material.
     #[arg(long)]
     material: bool,
@@ -254,6 +260,25 @@ fn read_secret(args: &DeriveArgs) -> Result<Secret, Error> {
     Secret::from_hex(hex.trim())
 }
 
+/// The keyer of `--keyring-file`, or of the one secret (`--secret-file`,
+/// `INTENTKEY_SECRET`).
+fn read_keyer(args: &DeriveArgs, policy: Policy) -> Result<Keyer, Error> {
+    let keyring = match &args.keyring_file {
+        Some(path) => {
+            let text = fs::read_to_string(path).map_err(|_| {
+                Error::field(
+                    ErrorCode::InvalidKeyring,
+                    "keyring",
+                    format!("cannot read the keyring file {}", path.display()),
+                )
+            })?;
+            Keyring::from_json(&text)?
+        }
+        None => Keyring::single(read_secret(args)?),
+    };
+    Ok(Keyer::new(&keyring, policy))
+}
+
 fn derive_one(args: &DeriveArgs, policy: Policy) -> Result<Value, Error> {
     let policy = match args.length {
         Some(n) => policy.with_key_length(KeyLength::new(n)?),
@@ -273,26 +298,38 @@ fn derive_one(args: &DeriveArgs, policy: Policy) -> Result<Value, Error> {
             Ok(json!({"mode": "uuid", "key": uuid_key(random).as_str()}))
         }
         Mode::IntentHmac => {
-            let deriver = Deriver::new(&read_secret(args)?, policy);
+            let keyer = read_keyer(args, policy)?;
             let tenant = args.tenant.as_deref().unwrap_or_default();
             let intent_id = args.intent_id.as_deref().unwrap_or_default();
-            let key = deriver.intent_key(tenant, intent_id, length)?;
-            Ok(json!({"mode": "intent-hmac", "key": key.as_str()}))
+            let key = match args.epoch {
+                Some(epoch) => keyer.intent_key(tenant, intent_id, epoch, length)?,
+                None => keyer
+                    .sole_deriver()?
+                    .intent_key(tenant, intent_id, length)?,
+            };
+            let mut out = json!({"mode": "intent-hmac", "key": key.as_str()});
+            if let (Some(_), Some(epoch)) = (&args.keyring_file, args.epoch) {
+                out["secret_id"] = Value::String(keyer.secret_id_at(epoch)?.to_owned());
+            }
+            Ok(out)
         }
         Mode::Fields => {
             let (tenant, action, payload, epoch) = fields_input(args)?;
-            let deriver = Deriver::new(&read_secret(args)?, policy);
+            let keyer = read_keyer(args, policy)?;
             let intent = Intent {
                 tenant_id: &tenant,
                 action_type: &action,
                 payload: &payload,
                 intent_epoch: epoch,
             };
-            let material = deriver.material(&intent)?;
-            let key = deriver.derive(&intent)?.into_string();
-            let fingerprint = deriver.fingerprint(&tenant, &action, &payload)?;
+            let material = keyer.material(&intent)?;
+            let key = keyer.derive(&intent)?.into_string();
+            let fingerprint = keyer.fingerprint(&tenant, &action, &payload, epoch)?;
             let mut out =
                 json!({"mode": "fields", "key": key, "fingerprint": fingerprint.as_str()});
+            if args.keyring_file.is_some() {
+                out["secret_id"] = Value::String(keyer.secret_id_at(epoch)?.to_owned());
+            }
             if args.material {
                 out["material"] = Value::String(String::from_utf8_lossy(&material).into_owned());
             }
