@@ -86,12 +86,35 @@ export type DeriveResult = { key: string; error?: undefined } | { key?: undefine
 /** A policy document (see the project README), as an object or JSON text. */
 export type Policy = string | { readonly [member: string]: unknown };
 
-export interface KeyerOptions {
-  /** The server secret: at least 32 random bytes, as bytes or hex. The keyer keeps it inside the component. */
-  secret: Uint8Array | ArrayBuffer | string;
+/** A secret's bytes: at least 32 random bytes, as bytes or hex. */
+export type SecretBytes = Uint8Array | ArrayBuffer | string;
+
+/**
+ * Secrets with ids and activation epochs, to rotate without a duplicate window:
+ * `fields` and `intent-hmac` keys use the secret active at the intent's own
+ * epoch; client keys (HTTP) use the one active now and, for `windowSeconds`
+ * after an activation (at least the TTL of done records; default 24 h), also
+ * look up the request under the previous secret. Add a secret with a future
+ * `activeFrom` everywhere first; drop the previous one after the window.
+ */
+export interface Keyring {
+  secrets: readonly {
+    /** The secret's id (1 to 64 printable ASCII characters; not secret, it may be logged). */
+    id: string;
+    /** Seconds since the Unix epoch from which this secret is active. */
+    activeFrom: number | bigint;
+    secret: SecretBytes;
+  }[];
+  windowSeconds?: number | bigint;
+}
+
+/** One secret (`secret`) or a keyring (`keyring`): exactly one of the two. */
+export type SecretOption = { secret: SecretBytes; keyring?: undefined } | { keyring: Keyring; secret?: undefined };
+
+export type KeyerOptions = SecretOption & {
   /** The policy; undefined or null for the built-in payments policy. */
   policy?: Policy | null;
-}
+};
 
 /** A validated policy keyed with one secret. All methods are synchronous. */
 export interface Keyer {
@@ -101,10 +124,17 @@ export interface Keyer {
   deriveMany(intents: readonly Intent[]): DeriveResult[];
   /** The canonical material the `fields` key is the HMAC of (UTF-8 JSON text). */
   material(intent: Intent): string;
-  /** The `intent-hmac`-mode key for a recorded intent id; keyHexLength 32..=64, default 64. */
+  /**
+   * The `intent-hmac`-mode key for a recorded intent id; keyHexLength 32..=64,
+   * default 64. A keyer of several secrets throws `invalid-keyring`: use intentKeyAt.
+   */
   intentKey(tenantId: string, intentId: string, keyHexLength?: number): string;
-  /** The payload fingerprint (64 hex) stored beside the key. */
+  /** The `intent-hmac`-mode key under the secret active at the intent's epoch. */
+  intentKeyAt(tenantId: string, intentId: string, intentEpoch: number | bigint, keyHexLength?: number): string;
+  /** The payload fingerprint (64 hex) stored beside the key (one secret only: else fingerprintAt). */
   fingerprint(tenantId: string, actionType: string, payload: Payload): string;
+  /** The payload fingerprint under the secret active at the intent's epoch. */
+  fingerprintAt(tenantId: string, actionType: string, payload: Payload, intentEpoch: number | bigint): string;
   /** The fingerprint's canonical material (UTF-8 JSON text). */
   fingerprintMaterial(tenantId: string, actionType: string, payload: Payload): string;
   /** Compares the payload's fingerprint with a stored one in constant time. */
@@ -267,9 +297,9 @@ export const claims: Claims;
 /** An idempotency convention: `ietf` (the default), `stripe` or `ofb` (Open Finance Brasil). */
 export type Profile = 'ietf' | 'stripe' | 'ofb';
 
-export interface EndpointOptions {
-  /** The server secret: at least 32 random bytes, as bytes or hex. The endpoint keeps it inside the component. */
-  secret: Uint8Array | ArrayBuffer | string;
+export type EndpointOptions = SecretOption & EndpointSettings;
+
+export interface EndpointSettings {
   /** Default 'ietf'. */
   profile?: Profile;
   /** `ietf` only: also accept a key sent without quotes. Default false. */

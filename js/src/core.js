@@ -6,7 +6,7 @@
 // and in world `intentkey` the store and the destination) and turns the
 // component's errors into IntentkeyError.
 import { createClaims } from './claims.js';
-import { endpointFactory } from './endpoint.js';
+import { endpointFactory, oneOf } from './endpoint.js';
 import { IntentkeyError, IntentkeyTrapError } from './errors.js';
 
 export { IntentkeyError, IntentkeyTrapError };
@@ -326,7 +326,30 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     }
   }
 
-  const createEndpoint = endpointFactory({ instance, callOn, withSecret, secretBytes, driving });
+  /**
+   * Runs fn with each secret of `keyring` known to the instance's `secrets`
+   * import, passing the WIT keyring entries and window; as withSecret, the
+   * ids are forgotten and the bytes zeroed afterwards. The core validates
+   * the keyring (ids, activations); this only converts its shape.
+   */
+  function withKeyring(inst, keyring, fn) {
+    const { entries, windowSeconds } = keyringIn(keyring);
+    const ids = [];
+    try {
+      const wit = entries.map((e) => {
+        const secretId = `secret-${++secretSeq}`;
+        inst.secretStore.set(secretId, e.secret);
+        ids.push(secretId);
+        return { id: e.id, activeFrom: e.activeFrom, secretId };
+      });
+      return fn(wit, windowSeconds);
+    } finally {
+      for (const id of ids) inst.secretStore.delete(id);
+      for (const e of entries) e.secret.fill(0);
+    }
+  }
+
+  const createEndpoint = endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, driving });
 
   /**
    * The endpoint whose answers the guard gives when no endpoint is configured:
@@ -401,25 +424,33 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     intentKey(tenantId, intentId, keyHexLength) {
       const tenant = witString(tenantId, 'invalid-tenant-id', 'tenant_id');
       const id = witString(intentId, 'invalid-intent-id', 'intent_id');
-      let length;
-      if (keyHexLength !== undefined && keyHexLength !== null) {
-        if (!Number.isInteger(keyHexLength) || keyHexLength < 0 || keyHexLength > U32_MAX) {
-          throw new IntentkeyError(
-            'invalid-key-length',
-            'the key length must be a whole number of hex characters, 32 to 64',
-            'keyHexLength',
-          );
-        }
-        length = keyHexLength;
-      }
+      const length = keyLengthIn(keyHexLength);
       const r = this.#live();
       return call(this.#inst, () => r.intentKey(tenant, id, length));
+    }
+
+    /** The intent-hmac key under the keyring's secret active at the intent's epoch. */
+    intentKeyAt(tenantId, intentId, intentEpoch, keyHexLength) {
+      const tenant = witString(tenantId, 'invalid-tenant-id', 'tenant_id');
+      const id = witString(intentId, 'invalid-intent-id', 'intent_id');
+      const epoch = toEpoch(intentEpoch);
+      const length = keyLengthIn(keyHexLength);
+      const r = this.#live();
+      return call(this.#inst, () => r.intentKeyAt(tenant, id, epoch, length));
     }
 
     fingerprint(tenantId, actionType, payload) {
       const [t, a, p] = fingerprintArgs(tenantId, actionType, payload);
       const r = this.#live();
       return call(this.#inst, () => r.fingerprint(t, a, p));
+    }
+
+    /** The fingerprint under the keyring's secret active at the intent's epoch. */
+    fingerprintAt(tenantId, actionType, payload, intentEpoch) {
+      const [t, a, p] = fingerprintArgs(tenantId, actionType, payload);
+      const epoch = toEpoch(intentEpoch);
+      const r = this.#live();
+      return call(this.#inst, () => r.fingerprintAt(t, a, p, epoch));
     }
 
     fingerprintMaterial(tenantId, actionType, payload) {
@@ -451,11 +482,18 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
 
   function createKeyer(options = {}) {
     if (options === null || typeof options !== 'object') {
-      throw new TypeError('createKeyer takes an options object: { secret, policy }');
+      throw new TypeError('createKeyer takes an options object: { secret, policy } or { keyring, policy }');
     }
-    const secret = secretBytes(options.secret);
     const policyJson = policyText(options.policy);
     const inst = instance();
+    if (options.keyring !== undefined) {
+      oneOf(options);
+      const resource = withKeyring(inst, options.keyring, (entries) =>
+        call(inst, (keys) => keys.Keyer.createKeyring(policyJson, entries)),
+      );
+      return new Keyer(inst, resource);
+    }
+    const secret = secretBytes(options.secret);
     // The guest copies the bytes into the keyer resource; no copy stays here.
     const resource = withSecret(inst, secret, (secretId) => call(inst, (keys) => keys.Keyer.create(policyJson, secretId)));
     return new Keyer(inst, resource);
@@ -652,6 +690,54 @@ function policyText(policy) {
 }
 
 const HEX = /^(?:[0-9a-fA-F]{2})*$/;
+
+function keyLengthIn(keyHexLength) {
+  if (keyHexLength === undefined || keyHexLength === null) return undefined;
+  if (!Number.isInteger(keyHexLength) || keyHexLength < 0 || keyHexLength > U32_MAX) {
+    throw new IntentkeyError(
+      'invalid-key-length',
+      'the key length must be a whole number of hex characters, 32 to 64',
+      'keyHexLength',
+    );
+  }
+  return keyHexLength;
+}
+
+/**
+ * The shape of a keyring option, `{ secrets: [{ id, activeFrom, secret }], windowSeconds? }`,
+ * converted: private copies of the secrets' bytes, activations as bigints.
+ */
+function keyringIn(keyring) {
+  const bad = (message) => new IntentkeyError('invalid-keyring', message, 'keyring');
+  if (keyring === null || typeof keyring !== 'object' || !Array.isArray(keyring.secrets)) {
+    throw bad('the keyring is { secrets: [{ id, activeFrom, secret }, …], windowSeconds? }');
+  }
+  const entries = [];
+  try {
+    keyring.secrets.forEach((entry, i) => {
+      if (entry === null || typeof entry !== 'object') throw bad(`secret ${i} of the keyring is not an object`);
+      if (typeof entry.id !== 'string') throw bad(`secret ${i} of the keyring has no string \`id\``);
+      const from = entry.activeFrom;
+      if (!(typeof from === 'bigint' || (typeof from === 'number' && Number.isSafeInteger(from)))) {
+        throw bad(`secret ${i} of the keyring (\`${entry.id.slice(0, 64)}\`) has no whole-seconds \`activeFrom\``);
+      }
+      entries.push({ id: entry.id, activeFrom: BigInt(from), secret: secretBytes(entry.secret) });
+    });
+  } catch (e) {
+    for (const e2 of entries) e2.secret.fill(0);
+    throw e;
+  }
+  let windowSeconds;
+  if (keyring.windowSeconds !== undefined && keyring.windowSeconds !== null) {
+    const w = keyring.windowSeconds;
+    if (!(typeof w === 'bigint' || (typeof w === 'number' && Number.isSafeInteger(w)))) {
+      for (const e of entries) e.secret.fill(0);
+      throw bad('the keyring\'s `windowSeconds` must be whole seconds');
+    }
+    windowSeconds = BigInt(w);
+  }
+  return { entries, windowSeconds };
+}
 
 /** A private copy of the secret's bytes (zeroed once the guest has taken them). */
 function secretBytes(secret) {

@@ -128,6 +128,17 @@ function admissionOut(a) {
  * in one component call (the guard's `serve`: admit, claim, answer). Only the
  * HTTP pipeline uses it, through the guard (guard.js).
  */
+/** `secret` and `keyring` are two ways to give the secrets: one, not both. */
+export function oneOf(options) {
+  if (options.secret !== undefined && options.secret !== null && options.keyring !== undefined) {
+    throw new IntentkeyError(
+      'invalid-keyring',
+      'give either `secret` (one secret) or `keyring` (secrets with ids and activation epochs), not both',
+      'keyring',
+    );
+  }
+}
+
 export const SERVE = Symbol('intentkey.endpoint.serve');
 
 function servedOut(s) {
@@ -151,15 +162,17 @@ const timeIn = (now) => secondsIn(now === undefined ? systemNow() : now, 'now');
  *   instance: () => any,
  *   callOn: (inst: any, fn: (inst: any) => any) => any,
  *   withSecret: (inst: any, secret: Uint8Array, fn: (secretId: string) => any) => any,
+ *   withKeyring: (inst: any, keyring: unknown, fn: (entries: any[], windowSeconds?: bigint) => any) => any,
  *   secretBytes: (secret: unknown) => Uint8Array,
  *   driving: (store: any, ask: any, fn: (guard: any) => any) => any,
  * }} host how core.js reaches the component
  */
-export function endpointFactory({ instance, callOn, withSecret, secretBytes, driving }) {
+export function endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, driving }) {
   /**
    * One server's HTTP rules.
    * @param {{
-   *   secret: Uint8Array | ArrayBuffer | string,
+   *   secret?: Uint8Array | ArrayBuffer | string,
+   *   keyring?: { secrets: { id: string, activeFrom: number | bigint, secret: Uint8Array | ArrayBuffer | string }[], windowSeconds?: number | bigint },
    *   profile?: 'ietf' | 'stripe' | 'ofb',
    *   acceptBareToken?: boolean,
    *   retryAfterSeconds?: number,
@@ -171,7 +184,7 @@ export function endpointFactory({ instance, callOn, withSecret, secretBytes, dri
    */
   return function createEndpoint(options = {}) {
     if (options === null || typeof options !== 'object') {
-      throw new TypeError('createEndpoint takes an options object: { secret, profile?, policies?, … }');
+      throw new TypeError('createEndpoint takes an options object: { secret or keyring, profile?, policies?, … }');
     }
     const profile = options.profile ?? 'ietf';
     if (!PROFILES.includes(profile)) {
@@ -188,10 +201,18 @@ export function endpointFactory({ instance, callOn, withSecret, secretBytes, dri
       maxBodyBytes: u64Option(options.maxBodyBytes, base.maxBodyBytes, 'maxBodyBytes'),
     };
     const policies = policiesIn(options.policies);
-    const secret = secretBytes(options.secret);
-    const resource = withSecret(inst, secret, (secretId) =>
-      callOn(inst, (i) => i.http.Endpoint.create(secretId, wit, policies)),
-    );
+    let resource;
+    if (options.keyring !== undefined) {
+      oneOf(options);
+      resource = withKeyring(inst, options.keyring, (entries, windowSeconds) =>
+        callOn(inst, (i) => i.http.Endpoint.createKeyring(entries, windowSeconds, wit, policies)),
+      );
+    } else {
+      const secret = secretBytes(options.secret);
+      resource = withSecret(inst, secret, (secretId) =>
+        callOn(inst, (i) => i.http.Endpoint.create(secretId, wit, policies)),
+      );
+    }
     let live = resource;
     const use = () => {
       if (live === null) throw new TypeError('this endpoint was disposed; create a new one');

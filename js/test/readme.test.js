@@ -1,13 +1,18 @@
-// The README's claim example runs as written and prints what it says.
+// The README's examples (claim, replay and recovery; rotating the secret) run as written and print what they say.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-test('README: the claim, replay and recovery example runs', () => {
+for (const heading of ['## Claim, replay and recovery', '## Rotating the secret']) {
+  test(`README: the example of "${heading.slice(3)}" runs`, () => runsAsWritten(heading));
+}
+
+function runsAsWritten(heading) {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const section = readme.slice(readme.indexOf('## Claim, replay and recovery'));
+  assert.ok(readme.includes(heading), `the README has no section ${heading}`);
+  const section = readme.slice(readme.indexOf(heading));
   const code = /```js\n([\s\S]*?)```/.exec(section)[1];
   const expected = /\/\/ -> (.*)/.exec(code)[1];
   // Evaluated from js/, where the package resolves itself by name.
@@ -17,4 +22,4 @@ test('README: the claim, replay and recovery example runs', () => {
   });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout.trim(), expected);
-});
+}

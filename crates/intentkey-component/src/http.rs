@@ -121,13 +121,14 @@ impl GuestEndpoint for Endpoint {
 
     fn create_keyring(
         keyring: Vec<t::KeyringEntry>,
-        window_seconds: i64,
+        window_seconds: Option<i64>,
         options: wit::Options,
         policies: Vec<(String, String)>,
     ) -> Result<wit::Endpoint, t::Error> {
-        let keyring = crate::keys::keyring_from(keyring)?
-            .with_window(window_seconds)
-            .map_err(wit_error)?;
+        let mut keyring = crate::keys::keyring_from(keyring)?;
+        if let Some(seconds) = window_seconds {
+            keyring = keyring.with_window(seconds).map_err(wit_error)?;
+        }
         let endpoint = core::Endpoint::with_keyring(keyring, options_in(options));
         Ok(wit::Endpoint::new(Endpoint(with_policies(
             endpoint, policies,

@@ -1,6 +1,6 @@
 // The options every HTTP adapter takes (intentkey/express, intentkey/fastify,
 // intentkey/fetch). `Req` is what the adapter's tenant and route functions get.
-import type { Endpoint, EndpointOptions, Profile } from '../api.js';
+import type { Endpoint, EndpointOptions, Profile, SecretOption } from '../api.js';
 import type { Store } from '../stores/types.js';
 
 type MaybePromise<T> = T | Promise<T>;
@@ -21,9 +21,14 @@ export interface ErrorContext {
   key: string;
 }
 
-export interface IdempotencyOptions<Req extends unknown[]> {
-  /** The server secret: at least 32 random bytes, as bytes or hex. Required. */
-  secret: EndpointOptions['secret'];
+/**
+ * The adapters' options. The secret is required: `secret` (at least 32 random
+ * bytes, as bytes or hex), or `keyring` (secrets with ids and activation epochs,
+ * to rotate the secret without a duplicate window), not both.
+ */
+export type IdempotencyOptions<Req extends unknown[]> = SecretOption & IdempotencySettings<Req>;
+
+export interface IdempotencySettings<Req extends unknown[]> {
   /** The record store: memoryStore(), sqliteStore(path), await pgStore(pool). Required. */
   store: Store;
   /** Default 'ietf'. */

@@ -66,11 +66,11 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
     if (options === null || typeof options !== 'object') {
       throw optionError('options', `${adapter} takes an options object: { secret, store, … }`);
     }
-    if (options.secret === undefined || options.secret === null) {
+    if ((options.secret === undefined || options.secret === null) && options.keyring === undefined) {
       throw new IntentkeyError(
         'invalid-secret',
         `${adapter}: the \`secret\` option is missing: give at least 32 random bytes, as a Uint8Array or hex ` +
-          '(the same secret on every server of the API, kept out of the code)',
+          '(the same secret on every server of the API, kept out of the code), or a `keyring` to rotate secrets',
         'secret',
       );
     }
@@ -83,6 +83,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
     }
     const endpoint = createEndpoint({
       secret: options.secret,
+      keyring: options.keyring,
       profile: options.profile,
       acceptBareToken: options.acceptBareToken,
       retryAfterSeconds: options.retryAfterSeconds,

@@ -20,3 +20,7 @@ app.post('/orders/:id', async (request) => {
 app.post('/open', { config: { idempotency: false } }, async () => ({}));
 // @ts-expect-error the secret is required
 await app.register(intentkey, { store: memoryStore() });
+await app.register(intentkey, {
+  keyring: { secrets: [{ id: '2026-12', activeFrom: 0, secret: 'ab'.repeat(32) }] },
+  store: memoryStore(),
+});

@@ -203,3 +203,19 @@ const fetchHandler = withIdempotency(
 const served: Promise<Response> = fetchHandler(new Request('http://x/'), { DB: 'd' });
 const honoMw = honoIdempotency({ secret: 'ab'.repeat(32), store: memoryOnly(), profile: 'ofb' });
 console.log(served, honoMw, sqliteOnly, pgOnly);
+
+// A keyring instead of one secret: keyer, endpoint and adapters take it.
+const ring = {
+  secrets: [
+    { id: '2026-11', activeFrom: 0, secret: 'ab'.repeat(32) },
+    { id: '2026-12', activeFrom: 1_800_000_000n, secret: new Uint8Array(32) },
+  ],
+  windowSeconds: 86_400,
+};
+const rotating: Keyer = createKeyer({ keyring: ring });
+const atKey: string = rotating.intentKeyAt('t1', 'i-1', 1_800_000_000, 40);
+const atFingerprint: string = rotating.fingerprintAt('t1', 'pix.send', { amount: '1' }, 1_800_000_000n);
+void atKey;
+void atFingerprint;
+// @ts-expect-error: one secret or a keyring, not both
+createKeyer({ secret: 'ab'.repeat(32), keyring: ring });
