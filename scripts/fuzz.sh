@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 seconds="${1:-10}"
-targets=(answer_lines policy payload http claims differential)
+targets=(answer_lines policy keyring payload http claims differential)
 total=0
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
