@@ -461,7 +461,11 @@ fn a_keyring_refuses_what_would_make_keys_ambiguous() {
     let pasted = format!(r#"{{"secrets":[],"{}":1}}"#, "ab".repeat(32));
     let error = Keyring::from_json(&pasted).unwrap_err();
     assert_eq!(error.code().as_str(), "invalid-keyring");
-    assert!(!error.message().contains(&"ab".repeat(8)), "{}", error.message());
+    assert!(
+        !error.message().contains(&"ab".repeat(8)),
+        "{}",
+        error.message()
+    );
     // Entries may come in any order; activation decides.
     let shuffled = Keyring::new(vec![("new".into(), 5, s()), ("old".into(), -5, s())]).unwrap();
     assert_eq!(shuffled.at(0).unwrap().id(), "old");
