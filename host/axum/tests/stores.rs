@@ -174,3 +174,51 @@ async fn a_64_kb_key_header_and_a_10_mb_body_are_refused_and_run_nothing() {
     assert_eq!(r.status(), 413);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran");
 }
+
+#[tokio::test]
+async fn a_100_000_field_body_is_guarded_and_a_10_000_deep_one_refused() {
+    let runs = Arc::new(AtomicU32::new(0));
+    let mut options = Options::new(Profile::Ietf);
+    options.max_body_bytes = 4 << 20;
+    let layer = IdempotencyLayer::new(Secret::new([3u8; 32]).unwrap(), options, memory())
+        .on_error(|_, _| {});
+    let app = Router::new()
+        .route("/files", post(handler))
+        .layer(layer)
+        .layer(Extension(Arc::clone(&runs)));
+
+    // 100,000 fields (1.3 MB): fingerprinted whole (RFC 8785), run once, replayed.
+    let wide = format!(
+        "{{{}}}",
+        (0..100_000)
+            .map(|i| format!("\"f{i:06}\":{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let first = send(&app, "\"wide\"", &wide).await;
+    assert_eq!((first.0, first.1.as_deref()), (201, None));
+    let again = send(&app, "\"wide\"", &wide).await;
+    assert_eq!((again.0, again.1.as_deref()), (201, Some("true")));
+    let mut changed = wide.clone();
+    changed.replace_range(wide.len() - 3.., "1}");
+    assert_eq!(
+        send(&app, "\"wide\"", &changed).await.0,
+        422,
+        "one field of 100,000 changed"
+    );
+
+    // 10,000-deep nesting: refused with a small 400 before anything runs.
+    let deep = format!("{{\"a\":{}1{}}}", "[".repeat(10_000), "]".repeat(10_000));
+    let (status, _, body) = send(&app, "\"deep\"", &deep).await;
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        body.len() < 1024,
+        "the refusal stays small: {} bytes",
+        body.len()
+    );
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "only the wide body ran, once"
+    );
+}
