@@ -117,6 +117,13 @@ fn body(client: u64, changed: bool) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The owner stores its answer (a fenced completion that must write).
+fn finish(store: &mut MemoryClaims, key: &str, token: &str, response: Response, at: i64) {
+    let flow = FinishFlow::new(key, token, EffectResult::Answered(response), at, &rules());
+    let finished = drive(flow, store, &mut |_| unreachable!()).unwrap();
+    assert_eq!(finished, Finished::Stored);
+}
+
 /// The storm against one endpoint with client keys (the IETF profile).
 fn http_storm(endpoint: &Endpoint, seed: u64) -> Storm {
     let mut store = MemoryClaims::default();
@@ -182,21 +189,9 @@ fn http_storm(endpoint: &Endpoint, seed: u64) -> Storm {
                 }
             }
             Kind::Finish(owner) => {
-                let (key, token) = owners[owner].clone();
+                let (key, token) = &owners[owner];
                 let response = Response::json(201, format!(r#"{{"order":{}}}"#, event.client));
-                let finished = drive(
-                    FinishFlow::new(
-                        &key,
-                        &token,
-                        EffectResult::Answered(response),
-                        event.at,
-                        &rules(),
-                    ),
-                    &mut store,
-                    &mut |_| unreachable!(),
-                )
-                .unwrap();
-                assert_eq!(finished, Finished::Stored);
+                finish(&mut store, key, token, response, event.at);
             }
         }
     }
@@ -302,19 +297,13 @@ fn fields_storm(secret_epoch: impl Fn(i64, i64) -> i64) -> BTreeMap<u64, u32> {
         .unwrap();
         if outcome == ClaimOutcome::Owned {
             *effects.entry(event.client).or_default() += 1;
-            let response = Response::json(201, "{}");
-            drive(
-                FinishFlow::new(
-                    &attempt.key,
-                    &token,
-                    EffectResult::Answered(response),
-                    event.at,
-                    &rules(),
-                ),
+            finish(
                 &mut store,
-                &mut |_| unreachable!(),
-            )
-            .unwrap();
+                &attempt.key,
+                &token,
+                Response::json(201, "{}"),
+                event.at,
+            );
         } else {
             assert!(matches!(outcome, ClaimOutcome::Done(_)), "{outcome:?}");
         }

@@ -14,6 +14,16 @@ const NEW: &str = "2222222222222222222222222222222222222222222222222222222222222
 const ROTATION: i64 = 1_800_000_000;
 const PAYLOAD: &str = r#"{"creditor_key":"a@b.c","amount":"10.00","currency":"BRL"}"#;
 
+/// An intent-hmac derivation, before its secret options.
+const HMAC: [&str; 6] = [
+    "--mode",
+    "intent-hmac",
+    "--tenant",
+    "t1",
+    "--intent-id",
+    "i-1",
+];
+
 fn file(name: &str, text: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("intentkey-cli-{}-{name}", std::process::id()));
     std::fs::write(&path, text).unwrap();
@@ -97,20 +107,12 @@ fn the_secret_of_the_intents_epoch_keys_it() {
             "a secret was printed: {all}"
         );
 
-        let hmac = [
-            "--mode",
-            "intent-hmac",
-            "--tenant",
-            "t1",
-            "--intent-id",
-            "i-1",
-        ];
         let epoch_text = epoch.to_string();
-        let mut with_ring: Vec<&str> = hmac.to_vec();
+        let mut with_ring: Vec<&str> = HMAC.to_vec();
         with_ring.extend(["--epoch", &epoch_text, "--keyring-file", ring_arg]);
         let (ok, by_ring, _) = derive(&with_ring, None);
         assert!(ok);
-        let (_, alone, _) = derive(&hmac, Some(secret));
+        let (_, alone, _) = derive(&HMAC, Some(secret));
         assert_eq!(by_ring["key"], alone["key"], "intent-hmac at {epoch}");
     }
 }
@@ -120,19 +122,7 @@ fn calls_that_cannot_pick_a_secret_are_refused() {
     let ring = keyring(&[("a", 0, OLD), ("b", ROTATION, NEW)]);
     let ring_arg = ring.to_str().unwrap();
     // intent-hmac needs the intent's epoch once there are two secrets.
-    let (ok, answer, _) = derive(
-        &[
-            "--mode",
-            "intent-hmac",
-            "--tenant",
-            "t1",
-            "--intent-id",
-            "i-1",
-            "--keyring-file",
-            ring_arg,
-        ],
-        None,
-    );
+    let (ok, answer, _) = derive(&[&HMAC[..], &["--keyring-file", ring_arg]].concat(), None);
     assert!(!ok);
     assert_eq!(answer["error"]["code"], "invalid-keyring", "{answer}");
     assert!(
