@@ -333,6 +333,8 @@ struct Log {
     new_answered_by_replay: u64,
     gave_up: Vec<(Intent, GiveUp)>,
     gave_up_counts: BTreeMap<(&'static str, &'static str), u64>,
+    /// Finished keys a repeat found still in flight (their completion was lost).
+    completion_lost: Vec<Arc<Created>>,
 }
 
 impl Log {
@@ -368,6 +370,7 @@ impl Log {
         self.mismatches_422 += other.mismatches_422;
         self.new_answered_by_replay += other.new_answered_by_replay;
         self.gave_up.extend(other.gave_up);
+        self.completion_lost.extend(other.completion_lost);
         for (k, v) in other.gave_up_counts {
             *self.gave_up_counts.entry(k).or_default() += v;
         }
@@ -632,16 +635,18 @@ async fn op_repeat(
     conns: &mut Conns,
     rng: &Mutex<Rng>,
     log: &Mutex<Log>,
-    first: &Created,
+    first: &Arc<Created>,
 ) {
     let body = first.intent.body_rewritten(&mut rng.lock().unwrap());
     match send(ctx, conns, rng, log, "repeat", &first.intent.header, &body).await {
         Sent::Answer(answer, _) => check_replay(log, "repeat", first, &answer),
-        // A done record never answers 409.
-        Sent::GaveUp(GiveUp::InFlight) => log.lock().unwrap().violations.push(format!(
-            "repeat {}: a finished key answered 409 {MAX_CONFLICTS} times",
-            first.intent.header
-        )),
+        // A key answered 201 whose completion was lost (the store failed
+        // after the handler answered): in flight until recovery finds its
+        // effect. Checked at the end.
+        Sent::GaveUp(GiveUp::InFlight) => {
+            gave_up(log, "repeat", &first.intent, GiveUp::InFlight);
+            log.lock().unwrap().completion_lost.push(Arc::clone(first));
+        }
         Sent::GaveUp(why) => gave_up(log, "repeat", &first.intent, why),
     }
 }
@@ -1016,6 +1021,25 @@ async fn soak(url: String) {
         *recovery.entry(name.to_owned()).or_default() += 1;
     }
 
+    // A finished key may answer 409 only while its completion is lost:
+    // recovery then found its effect and recorded the answer.
+    let found_by_recovery: HashSet<&str> = reports
+        .iter()
+        .filter(|r| matches!(r.outcome, Recovered::Applied(RecoveryAction::RecordDone(_))))
+        .map(|r| r.key.as_str())
+        .collect();
+    let unexplained_409: Vec<String> = log
+        .completion_lost
+        .iter()
+        .filter(|c| !found_by_recovery.contains(c.storage_key.as_str()))
+        .map(|c| {
+            format!(
+                "{} ({}): answered 201, then 409 {MAX_CONFLICTS} times, and recovery did not find it in flight",
+                c.intent.header, c.storage_key
+            )
+        })
+        .collect();
+
     // Replays after recovery, through a fresh worker in this process: every
     // key a client gave up on, and a sample of the finished ones.
     let (router, _) = soak_worker::app(&url, "verify", 8, secret()).await.unwrap();
@@ -1024,6 +1048,11 @@ async fn soak(url: String) {
     let mut sample_rng = Rng::new(cfg.seed, 0);
     let mut replays: Vec<(Intent, Option<Arc<Created>>)> = Vec::new();
     let mut seen = HashSet::new();
+    for first in &log.completion_lost {
+        if seen.insert(first.intent.header.clone()) {
+            replays.push((first.intent.clone(), Some(Arc::clone(first))));
+        }
+    }
     for (intent, _) in &log.gave_up {
         if seen.insert(intent.header.clone()) {
             replays.push((intent.clone(), None));
@@ -1261,8 +1290,9 @@ async fn soak(url: String) {
         log.mismatches_422
     ));
     lines.push(format!(
-        "soak: left by their client (to recovery): {:?}",
-        log.gave_up_counts
+        "soak: left by their client (to recovery): {:?}; finished keys a repeat found in flight (their completion was lost): {}",
+        log.gave_up_counts,
+        log.completion_lost.len()
     ));
     lines.push(format!(
         "soak: faults: PostgreSQL restart at {} (took {}{}); worker b killed at {}, started again at {}, listening at {}",
@@ -1309,6 +1339,10 @@ async fn soak(url: String) {
             "nothing left in flight after recovery",
             left_in_flight.len(),
         ),
+        (
+            "a finished key answers 409 only while its completion is lost",
+            unexplained_409.len(),
+        ),
         ("no 5xx but 503", fivexx.len()),
         (
             "client checks (replays, 409/503 shape, 422, duplicates)",
@@ -1354,6 +1388,11 @@ async fn soak(url: String) {
         left_in_flight.is_empty(),
         "records recovery did not settle: {:?}",
         few(&left_in_flight)
+    );
+    assert!(
+        unexplained_409.is_empty(),
+        "finished keys that answered 409: {:?}",
+        few(&unexplained_409)
     );
     assert!(fivexx.is_empty(), "5xx other than 503: {fivexx:?}");
     assert!(
