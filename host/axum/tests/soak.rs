@@ -320,6 +320,9 @@ struct Log {
     statuses: BTreeMap<(&'static str, u16), u64>,
     conn_errors: u64,
     latency_us: Vec<u32>,
+    /// Request latency by operation.
+    request_latency_us: BTreeMap<&'static str, Vec<u32>>,
+    /// Operation latency, retries included.
     op_latency_us: BTreeMap<&'static str, Vec<u32>>,
     timeline: Vec<Second>,
     violations: Vec<String>,
@@ -352,6 +355,9 @@ impl Log {
         }
         self.conn_errors += other.conn_errors;
         self.latency_us.extend(other.latency_us);
+        for (k, v) in other.request_latency_us {
+            self.request_latency_us.entry(k).or_default().extend(v);
+        }
         for (k, v) in other.op_latency_us {
             self.op_latency_us.entry(k).or_default().extend(v);
         }
@@ -517,8 +523,9 @@ async fn send(
         {
             let mut log = log.lock().unwrap();
             log.requests += 1;
-            log.latency_us
-                .push(u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX));
+            let us = u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX);
+            log.latency_us.push(us);
+            log.request_latency_us.entry(op).or_default().push(us);
             *log.statuses.entry((op, answer.status)).or_default() += 1;
             let s = log.second(second);
             s.requests += 1;
@@ -1264,6 +1271,8 @@ async fn soak(url: String) {
     ];
     for (op, v) in &mut log.op_latency_us {
         v.sort_unstable();
+        let mut requests = log.request_latency_us.remove(op).unwrap_or_default();
+        requests.sort_unstable();
         let answers: Vec<String> = log
             .statuses
             .iter()
@@ -1271,11 +1280,15 @@ async fn soak(url: String) {
             .map(|((_, s), n)| format!("{s}: {n}"))
             .collect();
         lines.push(format!(
-            "soak:   {op:<9} {:>6} ops ({:.0}/s), p50 {:.2} ms, p99 {:.2} ms (retries included); requests {}",
+            "soak:   {op:<9} {:>6} ops ({:.0}/s), p50 {:.2} ms, p99 {:.2} ms (retries included); \
+             {} requests, p50 {:.2} ms, p99 {:.2} ms: {}",
             v.len(),
             v.len() as f64 / run_secs,
             percentile(v, 0.5),
             percentile(v, 0.99),
+            requests.len(),
+            percentile(&requests, 0.5),
+            percentile(&requests, 0.99),
             answers.join(", ")
         ));
     }
