@@ -60,6 +60,9 @@ const MAX_CONFLICTS: u32 = 12;
 const RETRY_FOR: Duration = Duration::from_secs(60);
 /// How long an operation under way may go on after the run ends.
 const GRACE: Duration = Duration::from_secs(5);
+/// 409s in a row after which a request counts as waiting on a key left in
+/// flight (about a second of backoff: longer than the slowest handler).
+const LONG_WAIT: u32 = 5;
 /// Keys of finished operations replayed once more after recovery.
 const REPLAY_SAMPLE: usize = 500;
 
@@ -304,13 +307,14 @@ enum GiveUp {
     RunEnded,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Second {
     requests: u32,
     created: u32,
     unavailable: u32,
     conflicts: u32,
     conn_errors: u32,
+    latency_us: Vec<u32>,
 }
 
 #[derive(Default)]
@@ -368,6 +372,7 @@ impl Log {
             t.unavailable += s.unavailable;
             t.conflicts += s.conflicts;
             t.conn_errors += s.conn_errors;
+            t.latency_us.extend(s.latency_us);
         }
         self.violations.extend(other.violations);
         self.replays_checked += other.replays_checked;
@@ -386,6 +391,8 @@ impl Log {
 /// What the run shares with its clients.
 struct Ctx {
     seed: u64,
+    /// Requests that have answered 409 [`LONG_WAIT`] times in a row.
+    long_waits: AtomicU64,
     addrs: Mutex<[SocketAddr; 2]>,
     started: Instant,
     stop: AtomicBool,
@@ -453,6 +460,25 @@ impl Conns {
     }
 }
 
+/// Counts a client in [`Ctx::long_waits`] from `start` until dropped.
+struct LongWait<'a>(&'a AtomicU64, std::cell::Cell<bool>);
+
+impl LongWait<'_> {
+    fn start(&self) {
+        if !self.1.replace(true) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for LongWait<'_> {
+    fn drop(&mut self) {
+        if self.1.get() {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// What one request came to, after its retries.
 enum Sent {
     /// A final answer, and the 409s seen before it.
@@ -494,6 +520,7 @@ async fn send(
     let mut worker = rng.lock().unwrap().below(2) as usize;
     let mut tries = 0u32;
     let mut conflicts = 0u32;
+    let long_wait = LongWait(&ctx.long_waits, std::cell::Cell::new(false));
     loop {
         if ctx.past_grace() {
             return Sent::GaveUp(GiveUp::RunEnded);
@@ -529,6 +556,7 @@ async fn send(
             *log.statuses.entry((op, answer.status)).or_default() += 1;
             let s = log.second(second);
             s.requests += 1;
+            s.latency_us.push(us);
             match answer.status {
                 201 => s.created += 1,
                 409 => s.conflicts += 1,
@@ -554,6 +582,9 @@ async fn send(
                     ));
                 }
                 conflicts += 1;
+                if conflicts == LONG_WAIT {
+                    long_wait.start();
+                }
                 if conflicts >= MAX_CONFLICTS {
                     return Sent::GaveUp(GiveUp::InFlight);
                 }
@@ -900,7 +931,21 @@ async fn soak(url: String) {
         stop: AtomicBool::new(false),
         stopped_at_ms: AtomicU64::new(0),
         finished: Mutex::new(Vec::new()),
+        long_waits: AtomicU64::new(0),
     });
+    // Samples, once a second, how many requests wait on a key left in flight.
+    let sampler = {
+        let ctx = Arc::clone(&ctx);
+        tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut ticks = tokio::time::interval(Duration::from_secs(1));
+            while !ctx.stop.load(Ordering::SeqCst) {
+                ticks.tick().await;
+                samples.push(ctx.long_waits.load(Ordering::SeqCst));
+            }
+            samples
+        })
+    };
     let clients: Vec<_> = (0..cfg.clients)
         .map(|c| tokio::spawn(client(Arc::clone(&ctx), c)))
         .collect();
@@ -944,6 +989,7 @@ async fn soak(url: String) {
     for c in clients {
         log.merge(c.await.unwrap());
     }
+    let waiting = sampler.await.unwrap();
     let run_time = ctx.started.elapsed();
 
     // The restarted worker serves: a fresh key straight to it.
@@ -1231,15 +1277,14 @@ async fn soak(url: String) {
         *statuses.entry(*status).or_default() += n;
     }
     let run_secs = total.as_secs_f64();
-    let in_run =
-        log.timeline
-            .iter()
-            .take(cfg.seconds as usize)
-            .fold(Second::default(), |mut sum, s| {
-                sum.requests += s.requests;
-                sum.created += s.created;
-                sum
-            });
+    let in_run = log.timeline.iter().take(cfg.seconds as usize).fold(
+        Second::default(),
+        |mut sum: Second, s| {
+            sum.requests += s.requests;
+            sum.created += s.created;
+            sum
+        },
+    );
     let mut lines = vec![
         format!(
             "soak: seed {} ({:#x}), {} clients, {} s run ({} until the last client stopped), 2 workers x {CONNECTIONS} connections",
@@ -1329,14 +1374,26 @@ async fn soak(url: String) {
         effects.values().sum::<i64>(),
         effects.len()
     ));
-    let mut timeline = String::from("soak: per second (requests/201/503/409/conn errors):");
-    for (i, s) in log.timeline.iter().enumerate() {
-        timeline.push_str(&format!(
-            " {i}:{}/{}/{}/{}/{}",
-            s.requests, s.created, s.unavailable, s.conflicts, s.conn_errors
+    lines.push(format!(
+        "soak: per second: requests, 201, 503, 409, connection errors, latency p50/p99 (ms), \
+             requests waiting on a key left in flight ({LONG_WAIT} or more 409s in a row)"
+    ));
+    for (i, s) in log.timeline.iter_mut().enumerate() {
+        s.latency_us.sort_unstable();
+        lines.push(format!(
+            "soak:   {i:>3} s {:>5} {:>5} {:>4} {:>4} {:>4}  {:>7.2} {:>7.2}  {}",
+            s.requests,
+            s.created,
+            s.unavailable,
+            s.conflicts,
+            s.conn_errors,
+            percentile(&s.latency_us, 0.5),
+            percentile(&s.latency_us, 0.99),
+            waiting
+                .get(i)
+                .map_or_else(|| "-".to_owned(), u64::to_string)
         ));
     }
-    lines.push(timeline);
     let invariants = [
         (
             "each effect ran exactly once (or needs_reconciliation)",
