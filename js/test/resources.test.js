@@ -6,11 +6,14 @@
 //   error that names the first fields and the count, under 2 KiB, through
 //   derive, deriveMany, fingerprint and answerLines; 10,000-deep nesting
 //   gives invalid-payload (JSON text or a JS value) and the keyer goes on;
+//   deriveMany and answerLines, which hand long lists to the component in
+//   batches, answer each item as it is answered alone, in order;
 // - Express, node:http and Fastify over a real socket: a body far past
 //   maxBodyBytes gets the core's 413 and the rest of it is read and dropped,
-//   so the same connection serves the next request (it used to hang: the
-//   adapter had read the body's start, so Node no longer discarded the rest,
-//   and the client could neither finish sending nor send again).
+//   so the same connection serves the next request (it used to stall until
+//   the keep-alive timeout closed it: the adapter had read the body's start,
+//   so Node no longer discarded the rest, and the client could neither finish
+//   sending nor have its next request answered).
 // (A 10,000-deep JSON body through every adapter: support/adapter-suite.js.)
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -90,6 +93,25 @@ describe('the npm API: big inputs get small, typed answers', () => {
     assert.ok(utf8(answer) < 2 * KiB, `the answer line is ${utf8(answer)} bytes`);
     assert.equal(typeof JSON.parse(answer).error.code, 'string');
     assert.match(keyer.derive(intent('{"creditor_key":"a@b.c","amount":"1","currency":"BRL"}')), /^[0-9a-f]{64}$/);
+  });
+
+  test('long lists go to the component in batches: the same answers, in order, as one item at a time', () => {
+    const payload = (i, note = `Fatura ${i}`) => `{"creditor_key":"123.456.789-09","amount":"${i}.5","currency":"brl","remittance":"${note}"}`;
+    // 2,500 small items (three batches of at most 1,000), an error among them,
+    // then three 2 MiB items (cut by size: about 4 Mi characters a batch).
+    const payloads = Array.from({ length: 2_500 }, (_, i) => (i === 1_234 ? '{"amount":"x"}' : payload(i)));
+    for (let i = 0; i < 3; i++) payloads.push(payload(i, 'y'.repeat(2 << 20)));
+    const many = keyer.deriveMany(payloads.map((p) => intent(p)));
+    assert.equal(many.length, payloads.length);
+    payloads.forEach((p, i) => {
+      if (i === 1_234) assert.ok(many[i].error instanceof IntentkeyError, `#${i}`);
+      else assert.equal(many[i].key, keyer.derive(intent(p)), `#${i}`);
+    });
+    const lines = payloads.map((p, i) => line(p).replace('"r-1"', `"r-${i}"`));
+    const answers = answerLines(lines);
+    assert.equal(answers.length, lines.length);
+    lines.forEach((l, i) => assert.equal(answers[i], answerLines([l])[0], `line ${i}`));
+    assert.deepEqual(answerLines([]), []);
   });
 });
 
