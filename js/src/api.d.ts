@@ -120,7 +120,7 @@ export type KeyerOptions = SecretOption & {
 export interface Keyer {
   /** The `fields`-mode key (64 hex, or the policy's keyHexLength). */
   derive(intent: Intent): string;
-  /** Keys for many intents in one component call; answers in the same order. */
+  /** Keys for many intents, a component call per 1,000 of them; answers in the same order. */
   deriveMany(intents: readonly Intent[]): DeriveResult[];
   /** The canonical material the `fields` key is the HMAC of (UTF-8 JSON text). */
   material(intent: Intent): string;

@@ -18,7 +18,7 @@
 // add `app.use(guarded.onError)` after the routes so that a route's throw is
 // seen (otherwise Express's own error page would be stored as the answer).
 import { createPipeline, init } from '../http/node.js';
-import { peekBody, unread } from '../http/node-body.js';
+import { discardRest, peekBody, unread } from '../http/node-body.js';
 import { headerPairs } from '../http/pipeline.js';
 
 export { init };
@@ -68,13 +68,13 @@ function parsedBody(value, contentType) {
   return { body: EMPTY, contentType };
 }
 
-/** The request body to fingerprint: { body, contentType, over? }. */
+/** The request body to fingerprint: { body, contentType, peeked? } (peeked: read from the stream and given back). */
 async function requestBody(req, max) {
   const contentType = req.headers?.['content-type'];
   if (req.rawBody !== undefined && req.rawBody !== null) return parsedBody(req.rawBody, contentType);
   if (unread(req)) {
-    const { body, over } = await peekBody(req, max);
-    return { body, contentType, over };
+    const { body } = await peekBody(req, max);
+    return { body, contentType, peeked: true };
   }
   if (req.body !== undefined) return parsedBody(req.body, contentType);
   return { body: EMPTY, contentType };
@@ -241,10 +241,13 @@ export function idempotency(options) {
     const keyValues = headerValues(req, endpoint.headerName);
     const route = await pipeline.routeOf(defaultRoute(req), req);
     const tenantId = await pipeline.tenantOf(req);
-    const { body, contentType } = await requestBody(req, pipeline.maxBodyBytes);
+    const { body, contentType, peeked } = await requestBody(req, pipeline.maxBodyBytes);
     const served = await pipeline.serve({ tenantId, method: req.method, route, keyValues, contentType, body });
     if (served.tag === 'reply') {
       send(res, served.reply);
+      // Refused: nothing reads the body now. What is left of it (all of it
+      // past the limit) is dropped, so the connection serves the next request.
+      if (peeked === true) discardRest(req, res);
       return;
     }
     if (served.tag === 'unguarded') {

@@ -21,7 +21,7 @@
 // `config: { idempotency: false }`.
 import fp from 'fastify-plugin';
 import { createPipeline, init } from '../http/node.js';
-import { peekBody } from '../http/node-body.js';
+import { discardRest, peekBody } from '../http/node-body.js';
 import { headerPairs } from '../http/pipeline.js';
 
 export { init };
@@ -115,8 +115,13 @@ async function intentkeyPlugin(fastify, options) {
         contentType: request.headers['content-type'],
         body,
       });
-      if (admission.tag === 'reply') return send(reply, admission.reply);
-      if (admission.tag === 'guarded') return send(reply, endpoint.tooLarge(pipeline.now()));
+      if (admission.tag !== 'unguarded') {
+        send(reply, admission.tag === 'reply' ? admission.reply : endpoint.tooLarge(pipeline.now()));
+        // Nothing reads the body now: the rest of it is dropped, so the
+        // connection serves the next request.
+        discardRest(payload, reply.raw);
+        return reply;
+      }
       // No key, and keys are optional: unguarded, the body is Fastify's to read.
       request[BODY] = null;
       return payload;

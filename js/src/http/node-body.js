@@ -5,6 +5,11 @@
 // Reading stops one chunk past the limit: what was read then is enough for the
 // core to answer 413, and the rest stays unread.
 
+/** How long, after a refusal went out, the rest of a body is read and dropped before the connection is closed. */
+const DISCARD_MS = 500;
+/** How many bytes of the rest of a body are read and dropped before the connection is closed. */
+const DISCARD_BYTES = 64 << 20;
+
 /** Whether the stream has received its last byte (its 'end' may not be emitted yet). */
 function atEnd(stream) {
   // IncomingMessage sets `complete` once the HTTP parser has seen the whole
@@ -92,4 +97,52 @@ export function peekBody(stream, max) {
     stream.on('aborted', onAborted);
     stream.on('readable', onReadable);
   });
+}
+
+/**
+ * After a refusal sent before the body was read to its end (peekBody stopped
+ * past the limit, or read it and gave it back): reads what is left of the body
+ * and drops it, as Node does for a body nobody read, so that the connection
+ * serves the client's next request. Node no longer does it here, because the
+ * stream was read. Bounded: once `res` has finished, for at most 500 ms and 64
+ * MiB; past either, the socket is closed (the answer went out first). No
+ * effect on a stream already ended, or when there is nothing left to read.
+ * @param {import('node:stream').Readable} stream the request body (IncomingMessage, or Fastify's payload stream)
+ * @param {import('node:http').ServerResponse} res the response the refusal was written to
+ */
+export function discardRest(stream, res) {
+  if (stream.readableEnded || stream.destroyed) return;
+  const socket = res.socket ?? stream.socket ?? null;
+  let bytes = 0;
+  let timer = null;
+  function cleanup() {
+    if (timer !== null) clearTimeout(timer);
+    stream.removeListener('data', onData);
+    stream.removeListener('end', cleanup);
+    stream.removeListener('error', cleanup);
+    stream.removeListener('close', cleanup);
+  }
+  function close() {
+    cleanup();
+    if (socket !== null && !socket.destroyed) {
+      if (typeof socket.destroySoon === 'function') socket.destroySoon();
+      else socket.destroy();
+    }
+  }
+  function onData(chunk) {
+    bytes += chunk.length;
+    if (bytes > DISCARD_BYTES) close();
+  }
+  function start() {
+    if (stream.readableEnded || stream.destroyed) return;
+    timer = setTimeout(close, DISCARD_MS);
+    timer.unref?.();
+    stream.on('data', onData);
+    stream.on('end', cleanup);
+    stream.on('error', cleanup);
+    stream.on('close', cleanup);
+    stream.resume();
+  }
+  if (res.writableFinished) start();
+  else res.once('finish', start);
 }

@@ -171,6 +171,20 @@ export function adapterSuite(label, makeApp, { repeatedHeaders = true } = {}) {
       assert.equal(store.list('in-flight', 10).length + store.list('done', 10).length, 0, 'nothing is stored');
     });
 
+    it('a 10,000-deep JSON body gets the core\'s 400 (small), nothing runs, and the app serves the next request', async ({ send, state, store, admit, key }) => {
+      const deep = `${'['.repeat(10_000)}1${']'.repeat(10_000)}`;
+      const refused = admit([key('deep-1')], deep);
+      assert.equal(refused.tag, 'refused');
+      const answer = await send({ key: key('deep-1'), body: deep });
+      assert.equal(answer.status, 400);
+      assert.deepEqual(answer.body, refused.reply.body);
+      assert.ok(answer.body.byteLength < 1024, `the refusal stays small: ${answer.body.byteLength} bytes`);
+      assert.equal(state.runs, 0);
+      assert.equal(store.list('in-flight', 10).length + store.list('done', 10).length, 0, 'nothing is stored');
+      assert.equal((await send({ key: key('after-deep') })).status, 201);
+      assert.equal(state.runs, 1);
+    });
+
     it('a binary body is replayed byte for byte', async ({ send, state, key }) => {
       const body = '{"mode":"binary"}';
       const first = await send({ key: key('pdf-1'), body });
