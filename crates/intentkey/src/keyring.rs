@@ -22,7 +22,12 @@
 //!
 //! Secrets with an activation in the future can be distributed ahead of
 //! time: each server switches when its clock passes the activation, with no
-//! coordinated deploy.
+//! coordinated deploy. Clocks matter only at that instant and only for
+//! client keys: a retry that reaches a server whose clock is already past the
+//! activation finds a record claimed before it, but two *concurrent* first
+//! requests with one client key, handled by servers whose clocks disagree
+//! about the activation, could claim under both secrets. Keep server clocks
+//! synchronized (NTP) well within the time a client waits before retrying.
 //!
 //! ```
 //! use intentkey::{Keyring, Secret};

@@ -478,3 +478,32 @@ fn a_keyring_refuses_what_would_make_keys_ambiguous() {
         .sole_deriver()
         .is_ok());
 }
+
+#[test]
+fn an_endpoint_with_no_secret_active_now_says_so() {
+    let future = Keyring::new(vec![(
+        "later".into(),
+        ROTATION,
+        Secret::new([3u8; 32]).unwrap(),
+    )])
+    .unwrap();
+    let endpoint = Endpoint::with_keyring(future, Options::new(Profile::Ietf));
+    let request = Incoming {
+        tenant_id: "shop",
+        method: "POST",
+        route: "/orders",
+        key_values: &["\"order-1\""],
+        content_type: Some("application/json"),
+        body: b"{}",
+    };
+    let error = endpoint.admit(&request, ROTATION - 1).unwrap_err();
+    assert_eq!(
+        (error.code().as_str(), error.field_name()),
+        ("secret-retired", Some("keyring"))
+    );
+    assert!(
+        error.message().contains("`later`") && error.message().contains("active now"),
+        "{}",
+        error.message()
+    );
+}

@@ -250,7 +250,22 @@ impl Endpoint {
             content_type: request.content_type,
             body: request.body,
         };
-        let secret = self.keyring.at(now)?.secret();
+        let secret = self
+            .keyring
+            .at(now)
+            .map_err(|_| {
+                let first = &self.keyring.entries()[0];
+                Error::field(
+                    ErrorCode::SecretRetired,
+                    "keyring",
+                    format!(
+                        "no secret of the keyring is active now ({now}): the earliest, `{}`, is active from {}. Keep a secret active now in the keyring",
+                        first.id(),
+                        first.active_from()
+                    ),
+                )
+            })?
+            .secret();
         let fingerprint = match request_fingerprint(secret, &request_facts, policy) {
             Ok(fingerprint) => fingerprint,
             Err(e) if e.code() == ErrorCode::InvalidJson => {
