@@ -20,7 +20,7 @@ use crate::HostError;
 /// the key header, check the body, derive the storage key and the request
 /// fingerprint ([`WasmEndpoint::admit`]), and write each profile's answers.
 ///
-/// The claim itself is not here: hand the admitted [`Attempt`] to
+/// The claim itself is not here: hand the admitted [`Attempt`](intentkey::claim::Attempt) to
 /// [`crate::WasmGuard::claim`] (or any claim flow), and its outcome back
 /// to [`WasmEndpoint::answer`].
 ///
