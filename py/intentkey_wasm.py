@@ -82,11 +82,14 @@ _HTTP_EXPORTS = (
 
 _EXPORTS = (
     "[static]keyer.create",
+    "[static]keyer.create-keyring",
     "[method]keyer.derive",
     "[method]keyer.derive-many",
     "[method]keyer.material",
     "[method]keyer.intent-key",
+    "[method]keyer.intent-key-at",
     "[method]keyer.fingerprint",
+    "[method]keyer.fingerprint-at",
     "[method]keyer.fingerprint-material",
     "[method]keyer.fingerprint-matches",
     "new-uuid-key",
@@ -212,6 +215,13 @@ def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be str, not {type(value).__name__}")
     return value
+
+
+def _key_length(key_hex_length: Optional[int]) -> None:
+    if key_hex_length is not None and (isinstance(key_hex_length, bool) or not isinstance(key_hex_length, int)):
+        raise TypeError("key_hex_length must be int or None")
+    if key_hex_length is not None and not 0 <= key_hex_length < (1 << 32):
+        raise IntentkeyError("invalid-key-length", None, f"key length {key_hex_length} is outside 32..=64")
 
 
 def _s64(value: Any) -> int:
@@ -409,15 +419,64 @@ class Keyer:
         self._rt = _runtime(runtime)
         self._policy_json = policy_json
         self._secret = bytes(secret)
+        self._keyring: List[Tuple[str, int, bytes]] = []
         self._resource: Optional[ResourceAny] = None
         self._generation = -1
         self._handle()  # validate now
+
+    @classmethod
+    def with_keyring(
+        cls,
+        policy_json: Optional[str],
+        keyring: Iterable[Tuple[str, int, bytes]],
+        *,
+        runtime: Optional[Runtime] = None,
+    ) -> "Keyer":
+        """A keyer keyed by a keyring of ``(id, active_from, secret)``: each
+        intent is keyed with the secret active at its own epoch, so a rotation
+        gives no retried intent a new key. With more than one secret, the calls
+        without an epoch (``intent_key``, ``fingerprint``) raise
+        ``invalid-keyring``: use :meth:`intent_key_at` and :meth:`fingerprint_at`.
+        """
+        if policy_json is not None:
+            _text("policy_json", policy_json)
+        entries = []
+        for entry in keyring:
+            secret_id, active_from, secret = entry
+            if not isinstance(secret, (bytes, bytearray, memoryview)):
+                raise TypeError(f"a keyring secret must be bytes, not {type(secret).__name__}")
+            entries.append((_text("id", secret_id), _s64(active_from), bytes(secret)))
+        self = cls.__new__(cls)
+        self._rt = _runtime(runtime)
+        self._policy_json = policy_json
+        self._secret = b""
+        self._keyring = entries
+        self._resource = None
+        self._generation = -1
+        self._handle()  # validate now
+        return self
 
     def _handle(self) -> ResourceAny:
         rt = self._rt
         if self._resource is not None and self._generation == rt.generation and rt._store is not None:
             return self._resource
         # First use, or the instance was replaced after a trap: create anew.
+        if self._keyring:
+            ids = [rt.register_secret(secret) for _, _, secret in self._keyring]
+            entries = [
+                _record(id=name, active_from=active_from, secret_id=secret_id)
+                for (name, active_from, _), secret_id in zip(self._keyring, ids)
+            ]
+            try:
+                with rt._lock:
+                    created = rt.call("[static]keyer.create-keyring", self._policy_json, entries)
+                    generation = rt.generation
+            finally:
+                for secret_id in ids:
+                    rt.forget_secret(secret_id)  # the guest keeps them inside the resource
+            self._resource = _unwrap(created)
+            self._generation = generation
+            return self._resource
         secret_id = rt.register_secret(self._secret)
         try:
             with rt._lock:
@@ -454,15 +513,26 @@ class Keyer:
 
     def intent_key(self, tenant_id: str, intent_id: str, key_hex_length: Optional[int] = None) -> str:
         """The ``intent-hmac``-mode key; ``key_hex_length`` defaults to 64."""
-        if key_hex_length is not None and (isinstance(key_hex_length, bool) or not isinstance(key_hex_length, int)):
-            raise TypeError("key_hex_length must be int or None")
-        if key_hex_length is not None and not 0 <= key_hex_length < (1 << 32):
-            raise IntentkeyError("invalid-key-length", None, f"key length {key_hex_length} is outside 32..=64")
+        _key_length(key_hex_length)
         return _unwrap(self._method("[method]keyer.intent-key", _text("tenant_id", tenant_id), _text("intent_id", intent_id), key_hex_length))
+
+    def intent_key_at(self, tenant_id: str, intent_id: str, intent_epoch: int, key_hex_length: Optional[int] = None) -> str:
+        """The ``intent-hmac``-mode key under the secret active at the intent's epoch."""
+        _key_length(key_hex_length)
+        return _unwrap(self._method(
+            "[method]keyer.intent-key-at",
+            _text("tenant_id", tenant_id), _text("intent_id", intent_id), _s64(intent_epoch), key_hex_length,
+        ))
 
     def fingerprint(self, tenant_id: str, action_type: str, payload_json: str) -> str:
         """The payload fingerprint (64 hex) stored beside the key."""
         return _unwrap(self._method("[method]keyer.fingerprint", *self._fp_args(tenant_id, action_type, payload_json)))
+
+    def fingerprint_at(self, tenant_id: str, action_type: str, payload_json: str, intent_epoch: int) -> str:
+        """The payload fingerprint under the secret active at the intent's epoch."""
+        return _unwrap(self._method(
+            "[method]keyer.fingerprint-at", *self._fp_args(tenant_id, action_type, payload_json), _s64(intent_epoch),
+        ))
 
     def fingerprint_material(self, tenant_id: str, action_type: str, payload_json: str) -> str:
         """The fingerprint's canonical material."""

@@ -42,6 +42,7 @@ step "vectors match their generator and the oracle" logged vectors python3 tests
 step "differential against the oracle" logged differential python3 tests/differential.py --bin "$target_dir/debug/intentkey" --cases 20000
 step "golden vectors in Python (wasmtime-py)" python3 py/run_vectors.py
 step "the claim flow from Python (memory store through the component's import)" python3 py/test_guard.py
+step "a keyring from Python (the secret of each intent's epoch)" python3 py/test_keyring.py
 step "HTTP conformance vectors in Python (the component's http endpoint and guard)" python3 py/run_http_vectors.py
 step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg and SQLite)" logged node-tests bash -c "cd js && npm test"
 step "golden vectors in headless Chromium" bash -c "cd js && npm run test:browser"

@@ -74,6 +74,9 @@ impl Keyring {
 pub struct WasmKeyer {
     ring: Arc<Keyring>,
     secret_id: String,
+    /// A keyring keyer's secrets: (keyring id, activation, `secrets` import
+    /// id); empty for a one-secret keyer (`secret_id`).
+    keyring: Vec<(String, i64, String)>,
     policy_json: Option<String>,
     /// The guest resource and the instance generation it lives in.
     resource: Mutex<Option<(u64, ResourceAny)>>,
@@ -83,6 +86,14 @@ impl fmt::Debug for WasmKeyer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WasmKeyer")
             .field("id", &self.secret_id)
+            .field(
+                "keyring",
+                &self
+                    .keyring
+                    .iter()
+                    .map(|(id, from, _)| (id, from))
+                    .collect::<Vec<_>>(),
+            )
             .field(
                 "policy",
                 &if self.policy_json.is_some() {
@@ -98,7 +109,12 @@ impl fmt::Debug for WasmKeyer {
 impl Drop for WasmKeyer {
     fn drop(&mut self) {
         // Zeroizing wipes the bytes as the entry is dropped.
-        drop(lock(&self.ring.secrets).remove(&self.secret_id));
+        let mut secrets = lock(&self.ring.secrets);
+        drop(secrets.remove(&self.secret_id));
+        for (_, _, secret_id) in &self.keyring {
+            drop(secrets.remove(secret_id));
+        }
+        drop(secrets);
         let resource = self
             .resource
             .get_mut()
@@ -441,10 +457,36 @@ impl<'e, I: Imports> Instance<'e, I> {
         let keyer = WasmKeyer {
             ring: Arc::clone(&self.ring),
             secret_id,
+            keyring: Vec::new(),
             policy_json: policy_json.map(str::to_owned),
             resource: Mutex::new(None),
         };
         // On failure the keyer drops here, and its secret with it.
+        self.resource(&keyer)?;
+        Ok(keyer)
+    }
+
+    pub(crate) fn keyer_with_keyring(
+        &mut self,
+        policy_json: Option<&str>,
+        keyring: &[(&str, i64, &[u8])],
+    ) -> Result<WasmKeyer, HostError> {
+        self.reap();
+        let n = self.ring.next.fetch_add(1, Ordering::Relaxed);
+        let mut entries = Vec::with_capacity(keyring.len());
+        for (i, (id, active_from, secret)) in keyring.iter().enumerate() {
+            let secret_id = format!("keyer-{n}-{i}");
+            lock(&self.ring.secrets).insert(secret_id.clone(), Zeroizing::new(secret.to_vec()));
+            entries.push(((*id).to_owned(), *active_from, secret_id));
+        }
+        let keyer = WasmKeyer {
+            ring: Arc::clone(&self.ring),
+            secret_id: format!("keyer-{n}"),
+            keyring: entries,
+            policy_json: policy_json.map(str::to_owned),
+            resource: Mutex::new(None),
+        };
+        // On failure the keyer drops here, and its secrets with it.
         self.resource(&keyer)?;
         Ok(keyer)
     }
@@ -482,11 +524,28 @@ impl<'e, I: Imports> Instance<'e, I> {
                 return Ok(resource);
             }
         }
-        let created = self.keys.keyer().call_create(
-            &mut self.store,
-            keyer.policy_json.as_deref(),
-            &keyer.secret_id,
-        );
+        let created = if keyer.keyring.is_empty() {
+            self.keys.keyer().call_create(
+                &mut self.store,
+                keyer.policy_json.as_deref(),
+                &keyer.secret_id,
+            )
+        } else {
+            let entries: Vec<wit::KeyringEntry> = keyer
+                .keyring
+                .iter()
+                .map(|(id, active_from, secret_id)| wit::KeyringEntry {
+                    id: id.clone(),
+                    active_from: *active_from,
+                    secret_id: secret_id.clone(),
+                })
+                .collect();
+            self.keys.keyer().call_create_keyring(
+                &mut self.store,
+                keyer.policy_json.as_deref(),
+                &entries,
+            )
+        };
         let resource = self.answer(created)?;
         *lock(&keyer.resource) = Some((self.generation, resource));
         Ok(resource)
@@ -552,6 +611,46 @@ impl<'e, I: Imports> Instance<'e, I> {
             tenant_id,
             intent_id,
             key_hex_length,
+        );
+        self.answer(result)
+    }
+
+    pub(crate) fn intent_key_at(
+        &mut self,
+        keyer: &WasmKeyer,
+        tenant_id: &str,
+        intent_id: &str,
+        intent_epoch: i64,
+        key_hex_length: Option<u32>,
+    ) -> Result<String, HostError> {
+        let resource = self.resource(keyer)?;
+        let result = self.keys.keyer().call_intent_key_at(
+            &mut self.store,
+            resource,
+            tenant_id,
+            intent_id,
+            intent_epoch,
+            key_hex_length,
+        );
+        self.answer(result)
+    }
+
+    pub(crate) fn fingerprint_at(
+        &mut self,
+        keyer: &WasmKeyer,
+        tenant_id: &str,
+        action_type: &str,
+        payload_json: &str,
+        intent_epoch: i64,
+    ) -> Result<String, HostError> {
+        let resource = self.resource(keyer)?;
+        let result = self.keys.keyer().call_fingerprint_at(
+            &mut self.store,
+            resource,
+            tenant_id,
+            action_type,
+            payload_json,
+            intent_epoch,
         );
         self.answer(result)
     }

@@ -21,6 +21,58 @@ macro_rules! keys_api {
             self.inner.keyer(policy_json, secret)
         }
 
+        /// Creates a keyer keyed by a keyring of `(id, active_from, secret)`
+        /// entries: each intent is keyed with the secret active at its own
+        /// epoch ([`intentkey::Keyring`]). With more than one secret, the
+        /// calls without an epoch (`intent_key`, `fingerprint`) are refused
+        /// with `invalid-keyring`: use [`Self::intent_key_at`] and
+        /// [`Self::fingerprint_at`]. The host keeps copies of the secrets
+        /// until the keyer is dropped (then wiped).
+        ///
+        /// # Errors
+        /// The core's `invalid-keyring`, `invalid-policy` or
+        /// `secret-too-short`, or a trap.
+        pub fn keyer_with_keyring(
+            &mut self,
+            policy_json: Option<&str>,
+            keyring: &[(&str, i64, &[u8])],
+        ) -> Result<$crate::WasmKeyer, $crate::HostError> {
+            self.inner.keyer_with_keyring(policy_json, keyring)
+        }
+
+        /// The `intent-hmac`-mode key under the secret active at
+        /// `intent_epoch`; `key_hex_length` defaults to 64.
+        ///
+        /// # Errors
+        /// The core's typed error (`secret-retired` among them), or a trap.
+        pub fn intent_key_at(
+            &mut self,
+            keyer: &$crate::WasmKeyer,
+            tenant_id: &str,
+            intent_id: &str,
+            intent_epoch: i64,
+            key_hex_length: Option<u32>,
+        ) -> Result<String, $crate::HostError> {
+            self.inner
+                .intent_key_at(keyer, tenant_id, intent_id, intent_epoch, key_hex_length)
+        }
+
+        /// The fingerprint (64 hex) under the secret active at `intent_epoch`.
+        ///
+        /// # Errors
+        /// The core's typed error (`secret-retired` among them), or a trap.
+        pub fn fingerprint_at(
+            &mut self,
+            keyer: &$crate::WasmKeyer,
+            tenant_id: &str,
+            action_type: &str,
+            payload_json: &str,
+            intent_epoch: i64,
+        ) -> Result<String, $crate::HostError> {
+            self.inner
+                .fingerprint_at(keyer, tenant_id, action_type, payload_json, intent_epoch)
+        }
+
         /// Drops a keyer now: its guest resource (with the guest's copy of
         /// the secret) and the host's copy, wiped. Dropping a keyer does the
         /// same, the guest part at this instance's next call.
@@ -161,7 +213,7 @@ macro_rules! keys_api {
         }
 
         /// How many secrets the host holds for this instance: one per live
-        /// keyer.
+        /// keyer (one per secret of a keyring keyer).
         pub fn held_secrets(&self) -> usize {
             self.inner.held_secrets()
         }

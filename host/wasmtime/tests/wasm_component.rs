@@ -897,3 +897,94 @@ fn a_precompiled_component_loads_with_its_world() {
         reference.derive(&reference_keyer, &intent("{}")).unwrap()
     );
 }
+
+#[test]
+fn a_keyring_keyer_keys_each_intent_with_the_secret_of_its_epoch() {
+    use intentkey::{KeyLength, Keyer, Keyring, Payload, Policy, Secret};
+    const ROTATION: i64 = 1_800_000_000;
+    let (old, new) = ([0x11u8; 32], [0x22u8; 32]);
+    let native = Keyer::new(
+        &Keyring::new(vec![
+            ("2026-11".into(), 0, Secret::new(old).unwrap()),
+            ("2026-12".into(), ROTATION, Secret::new(new).unwrap()),
+        ])
+        .unwrap(),
+        Policy::default(),
+    );
+    let mut keys = WasmKeys::new(pure_engine()).unwrap();
+    let ring: [(&str, i64, &[u8]); 2] = [("2026-11", 0, &old), ("2026-12", ROTATION, &new)];
+    let keyer = keys.keyer_with_keyring(None, &ring).unwrap();
+    assert_eq!(keys.held_secrets(), 2);
+    let payload = r#"{"creditor_key":"a@b.c","amount":"10.00","currency":"BRL"}"#;
+    let parsed = Payload::from_json(payload).unwrap();
+    for epoch in [ROTATION - 1, ROTATION] {
+        let wasm = WasmIntent {
+            intent_epoch: epoch,
+            ..intent(payload)
+        };
+        let core = intentkey::Intent {
+            tenant_id: "t1",
+            action_type: "pix.send",
+            payload: &parsed,
+            intent_epoch: epoch,
+        };
+        assert_eq!(
+            keys.derive(&keyer, &wasm).unwrap(),
+            native.derive(&core).unwrap().into_string()
+        );
+        assert_eq!(
+            keys.intent_key_at(&keyer, "t1", "i-1", epoch, Some(40))
+                .unwrap(),
+            native
+                .intent_key("t1", "i-1", epoch, KeyLength::OPEN_FINANCE_BRASIL)
+                .unwrap()
+                .into_string()
+        );
+        assert_eq!(
+            keys.fingerprint_at(&keyer, "t1", "pix.send", payload, epoch)
+                .unwrap(),
+            native
+                .fingerprint("t1", "pix.send", &parsed, epoch)
+                .unwrap()
+                .to_string()
+        );
+    }
+    // Calls without an epoch cannot pick a secret.
+    let refused = keys.intent_key(&keyer, "t1", "i-1", None).unwrap_err();
+    assert!(
+        matches!(&refused, HostError::Core(e) if e.code() == ErrorCode::InvalidKeyring),
+        "{refused:?}"
+    );
+    // Rebuilt from the host's copies after a trap.
+    keys.interrupt_next_call();
+    assert!(keys.new_uuid_key().is_err());
+    let wasm = WasmIntent {
+        intent_epoch: ROTATION - 1,
+        ..intent(payload)
+    };
+    assert_eq!(
+        keys.derive(&keyer, &wasm).unwrap(),
+        native
+            .deriver_at(0)
+            .unwrap()
+            .derive(&intentkey::Intent {
+                tenant_id: "t1",
+                action_type: "pix.send",
+                payload: &parsed,
+                intent_epoch: ROTATION - 1
+            })
+            .unwrap()
+            .into_string()
+    );
+    // The previous secret dropped: an older intent is refused.
+    let newer = keys.keyer_with_keyring(None, &ring[1..]).unwrap();
+    let retired = keys.derive(&newer, &wasm).unwrap_err();
+    assert!(
+        matches!(&retired, HostError::Core(e) if e.code() == ErrorCode::SecretRetired),
+        "{retired:?}"
+    );
+    assert!(!format!("{keyer:?}").contains("17, 17"), "{keyer:?}");
+    keys.drop_keyer(keyer);
+    keys.drop_keyer(newer);
+    assert_eq!(keys.held_secrets(), 0, "every copy wiped");
+}
