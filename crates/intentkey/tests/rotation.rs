@@ -117,6 +117,18 @@ fn body(client: u64, changed: bool) -> Vec<u8> {
     .into_bytes()
 }
 
+/// One request with the client key `order-1`.
+fn order_one() -> Incoming<'static> {
+    Incoming {
+        tenant_id: "shop",
+        method: "POST",
+        route: "/orders",
+        key_values: &["\"order-1\""],
+        content_type: Some("application/json"),
+        body: b"{}",
+    }
+}
+
 /// The owner stores its answer (a fenced completion that must write).
 fn finish(store: &mut MemoryClaims, key: &str, token: &str, response: Response, at: i64) {
     let flow = FinishFlow::new(key, token, EffectResult::Answered(response), at, &rules());
@@ -353,14 +365,7 @@ fn fields_keys_keep_the_secret_of_their_intent_epoch() {
 #[test]
 fn after_the_window_the_previous_secret_can_be_dropped() {
     let full = keyring(WINDOW);
-    let request = Incoming {
-        tenant_id: "shop",
-        method: "POST",
-        route: "/orders",
-        key_values: &["\"order-1\""],
-        content_type: Some("application/json"),
-        body: b"{}",
-    };
+    let request = order_one();
     let admit = |endpoint: &Endpoint, now| match endpoint.admit(&request, now).unwrap() {
         intentkey::http::Admission::Guarded(a) => a,
         other => panic!("{other:?}"),
@@ -488,14 +493,7 @@ fn an_endpoint_with_no_secret_active_now_says_so() {
     )])
     .unwrap();
     let endpoint = Endpoint::with_keyring(future, Options::new(Profile::Ietf));
-    let request = Incoming {
-        tenant_id: "shop",
-        method: "POST",
-        route: "/orders",
-        key_values: &["\"order-1\""],
-        content_type: Some("application/json"),
-        body: b"{}",
-    };
+    let request = order_one();
     let error = endpoint.admit(&request, ROTATION - 1).unwrap_err();
     assert_eq!(
         (error.code().as_str(), error.field_name()),

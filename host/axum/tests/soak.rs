@@ -1434,36 +1434,19 @@ async fn soak(url: String) {
     }
 
     let few = |v: &[String]| v.iter().take(10).cloned().collect::<Vec<_>>();
-    assert!(
-        twice.is_empty(),
-        "effects that ran more than once: {:?}",
-        few(&twice)
-    );
-    assert!(
-        effect_without_record.is_empty(),
-        "effects whose record is lost: {:?}",
-        few(&effect_without_record)
-    );
-    assert!(
-        lost.is_empty(),
-        "answers whose record is lost or differs: {:?}",
-        few(&lost)
-    );
-    assert!(
-        done_without_effect.is_empty(),
-        "done records without exactly one effect: {:?}",
-        few(&done_without_effect)
-    );
-    assert!(
-        left_in_flight.is_empty(),
-        "records recovery did not settle: {:?}",
-        few(&left_in_flight)
-    );
-    assert!(
-        unexplained_409.is_empty(),
-        "finished keys that answered 409: {:?}",
-        few(&unexplained_409)
-    );
+    for (what, keys) in [
+        ("effects that ran more than once", &twice),
+        ("effects whose record is lost", &effect_without_record),
+        ("answers whose record is lost or differs", &lost),
+        (
+            "done records without exactly one effect",
+            &done_without_effect,
+        ),
+        ("records recovery did not settle", &left_in_flight),
+        ("finished keys that answered 409", &unexplained_409),
+    ] {
+        assert!(keys.is_empty(), "{what}: {:?}", few(keys));
+    }
     assert!(fivexx.is_empty(), "5xx other than 503: {fivexx:?}");
     assert!(
         log.violations.is_empty(),
