@@ -72,6 +72,7 @@ _GUARD_EXPORTS = ("claim", "finish", "recover", "due", "purge")
 _HTTP_EXPORTS = (
     "default-options",
     "[static]endpoint.create",
+    "[static]endpoint.create-keyring",
     "[method]endpoint.header-name",
     "[method]endpoint.admit",
     "[method]endpoint.answer",
@@ -215,6 +216,33 @@ def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be str, not {type(value).__name__}")
     return value
+
+
+def _keyring_in(keyring: Iterable[Tuple[str, int, bytes]]) -> List[Tuple[str, int, bytes]]:
+    """Checks the shape of ``(id, active_from, secret)`` entries (the core checks the rest)."""
+    entries = []
+    for secret_id, active_from, secret in keyring:
+        if not isinstance(secret, (bytes, bytearray, memoryview)):
+            raise TypeError(f"a keyring secret must be bytes, not {type(secret).__name__}")
+        entries.append((_text("id", secret_id), _s64(active_from), bytes(secret)))
+    return entries
+
+
+def _create_with_keyring(rt: "Runtime", keyring: List[Tuple[str, int, bytes]], create: Any) -> Tuple[Any, int]:
+    """Calls ``create(entries)`` with the keyring's secrets known to the
+    ``secrets`` import only for the call (the guest keeps them inside the
+    resource): (what it returned, the instance generation)."""
+    ids = [rt.register_secret(secret) for _, _, secret in keyring]
+    entries = [
+        _record(id=name, active_from=active_from, secret_id=secret_id)
+        for (name, active_from, _), secret_id in zip(keyring, ids)
+    ]
+    try:
+        with rt._lock:
+            return create(entries), rt.generation
+    finally:
+        for secret_id in ids:
+            rt.forget_secret(secret_id)
 
 
 def _key_length(key_hex_length: Optional[int]) -> None:
@@ -440,12 +468,7 @@ class Keyer:
         """
         if policy_json is not None:
             _text("policy_json", policy_json)
-        entries = []
-        for entry in keyring:
-            secret_id, active_from, secret = entry
-            if not isinstance(secret, (bytes, bytearray, memoryview)):
-                raise TypeError(f"a keyring secret must be bytes, not {type(secret).__name__}")
-            entries.append((_text("id", secret_id), _s64(active_from), bytes(secret)))
+        entries = _keyring_in(keyring)
         self = cls.__new__(cls)
         self._rt = _runtime(runtime)
         self._policy_json = policy_json
@@ -462,18 +485,9 @@ class Keyer:
             return self._resource
         # First use, or the instance was replaced after a trap: create anew.
         if self._keyring:
-            ids = [rt.register_secret(secret) for _, _, secret in self._keyring]
-            entries = [
-                _record(id=name, active_from=active_from, secret_id=secret_id)
-                for (name, active_from, _), secret_id in zip(self._keyring, ids)
-            ]
-            try:
-                with rt._lock:
-                    created = rt.call("[static]keyer.create-keyring", self._policy_json, entries)
-                    generation = rt.generation
-            finally:
-                for secret_id in ids:
-                    rt.forget_secret(secret_id)  # the guest keeps them inside the resource
+            created, generation = _create_with_keyring(
+                rt, self._keyring, lambda entries: rt.call("[static]keyer.create-keyring", self._policy_json, entries)
+            )
             self._resource = _unwrap(created)
             self._generation = generation
             return self._resource
@@ -705,13 +719,21 @@ class Guard:
     def _call(self, name: str, *args: Any, lookup: Optional[Any] = None) -> Any:
         return _unwrap(self._rt.call_guard(name, self.store, lookup, *args))
 
-    def claim(self, key: str, fingerprint: str, tenant_id: str, action_type: str, now: int) -> Tuple[Variant, str]:
+    def claim(self, key: str, fingerprint: str, tenant_id: str, action_type: str, now: int,
+              prior: Optional[Tuple[str, str]] = None) -> Tuple[Variant, str]:
         """(outcome, owner token): the outcome is ``Variant('owned')``,
         ``Variant('in-flight')``, ``Variant('done', response)`` or
-        ``Variant('payload-conflict')``."""
-        attempt = _record(key=key, fingerprint=fingerprint, tenant_id=tenant_id, action_type=action_type, prior=None)
+        ``Variant('payload-conflict')``. ``prior`` is an attempt's
+        ``(key, fingerprint)`` under a keyring's previous secret: its record,
+        if any, answers first."""
+        wit_prior = None if prior is None else _record(key=prior[0], fingerprint=prior[1])
+        attempt = _record(key=key, fingerprint=fingerprint, tenant_id=tenant_id, action_type=action_type, prior=wit_prior)
         claimed = self._call("claim", attempt, _s64(now))
         return claimed.outcome, _get(claimed, "owner_token")
+
+    def claim_attempt(self, attempt: "Attempt", now: int) -> Tuple[Variant, str]:
+        """:meth:`claim` of an :class:`Endpoint`'s admitted attempt (its prior key included)."""
+        return self.claim(attempt.key, attempt.fingerprint, attempt.tenant_id, attempt.action_type, now, attempt.prior)
 
     def finish(self, key: str, owner_token: str, result: Variant, now: int) -> str:
         """``stored``, ``released``, ``left-in-flight`` or ``superseded``.
@@ -771,6 +793,9 @@ class Attempt:
     fingerprint: str
     tenant_id: str
     action_type: str
+    #: ``(key, fingerprint)`` under the previous secret during a keyring's
+    #: rotation window; the claim reads that record first.
+    prior: Optional[Tuple[str, str]] = None
 
 
 @dataclass(frozen=True)
@@ -821,12 +846,21 @@ class Endpoint:
     ignored fields leave that route's fingerprints.
     """
 
-    def __init__(self, secret: bytes, *, profile: str = "ietf", accept_bare_token: Optional[bool] = None,
+    def __init__(self, secret: Optional[bytes] = None, *, profile: str = "ietf", accept_bare_token: Optional[bool] = None,
                  retry_after_seconds: Optional[int] = None, replay_headers: Optional[Sequence[str]] = None,
                  key_required: Optional[bool] = None, max_body_bytes: Optional[int] = None,
-                 policies: Optional[Mapping[str, Any]] = None, runtime: Optional[Runtime] = None):
-        if not isinstance(secret, (bytes, bytearray, memoryview)):
+                 policies: Optional[Mapping[str, Any]] = None, runtime: Optional[Runtime] = None,
+                 keyring: Optional[Iterable[Tuple[str, int, bytes]]] = None, window_seconds: Optional[int] = None):
+        # ``keyring`` (``(id, active_from, secret)`` entries) instead of ``secret``
+        # rotates the secret: the one active now keys requests, and for
+        # ``window_seconds`` after an activation (None: 24 h) each guarded
+        # attempt carries its prior key, which the claim reads first.
+        if (secret is None) == (keyring is None):
+            raise TypeError("give either secret (bytes) or keyring ((id, active_from, secret) entries), not both")
+        if secret is not None and not isinstance(secret, (bytes, bytearray, memoryview)):
             raise TypeError(f"secret must be bytes, not {type(secret).__name__}")
+        self._keyring = [] if keyring is None else _keyring_in(keyring)
+        self._window = None if window_seconds is None else _s64(window_seconds)
         self._rt = _runtime(runtime)
         options = default_options(profile, runtime=self._rt)
         given = {"accept_bare_token": accept_bare_token, "retry_after_seconds": retry_after_seconds,
@@ -839,7 +873,7 @@ class Endpoint:
             (_text("policy action", action), policy if isinstance(policy, str) else json.dumps(policy))
             for action, policy in (policies or {}).items()
         ]
-        self._secret = bytes(secret)
+        self._secret = b"" if secret is None else bytes(secret)
         self._resource: Optional[ResourceAny] = None
         self._generation = -1
         self._handle()  # validate now
@@ -847,6 +881,15 @@ class Endpoint:
     def _handle(self) -> ResourceAny:
         rt = self._rt
         if self._resource is not None and self._generation == rt.generation and rt._store is not None:
+            return self._resource
+        if self._keyring:
+            created, generation = _create_with_keyring(
+                rt,
+                self._keyring,
+                lambda entries: rt.call("[static]endpoint.create-keyring", entries, self._window, self._options, self._policies),
+            )
+            self._resource = _unwrap(created)
+            self._generation = generation
             return self._resource
         secret_id = rt.register_secret(self._secret)
         try:
@@ -884,7 +927,10 @@ class Endpoint:
             answer = answer.payload
         if answer.tag == "guarded":
             a = answer.payload
-            return Admission("guarded", attempt=Attempt(a.key, a.fingerprint, _get(a, "tenant_id"), _get(a, "action_type")))
+            prior = None if a.prior is None else (a.prior.key, a.prior.fingerprint)
+            return Admission(
+                "guarded", attempt=Attempt(a.key, a.fingerprint, _get(a, "tenant_id"), _get(a, "action_type"), prior)
+            )
         if answer.tag == "refused":
             return Admission("refused", reply=_reply(answer.payload))
         return Admission(answer.tag)

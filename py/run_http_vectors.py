@@ -114,7 +114,7 @@ def run_step(endpoint: ik.Endpoint, guard: ik.Guard, header_name: str, step: Dic
             raise Broken(f"{at}: the handler of an unguarded step throws")
         return "unguarded", True, as_is(handler, at + ".handler"), None
     a = admission.attempt
-    outcome, token = guard.claim(a.key, a.fingerprint, a.tenant_id, a.action_type, now)
+    outcome, token = guard.claim_attempt(a, now)
     reply = endpoint.answer(outcome, now)
     if outcome.tag == "owned":
         if reply is not None:

@@ -48,5 +48,30 @@ class KeyringTest(unittest.TestCase):
         self.assertNotIn(OLD.hex(), str(caught.exception))
 
 
+class EndpointRotationTest(unittest.TestCase):
+    """A request first seen before the activation, retried after it, is
+    answered from its record: 409 while it runs, the replay once done."""
+
+    def test_a_retry_across_the_rotation_runs_nothing_again(self):
+        endpoint = ik.Endpoint(keyring=[("2026-11", 0, OLD), ("2026-12", ROTATION, NEW)], window_seconds=600)
+        guard = ik.Guard(ik.MemoryStore())
+        request = ("shop", "POST", "/orders", ['"order-1"'], "application/json", b'{"amount":"10.00"}')
+        first = endpoint.admit(*request, ROTATION - 1).attempt
+        self.assertIsNone(first.prior)
+        outcome, token = guard.claim_attempt(first, ROTATION - 1)
+        self.assertEqual(outcome.tag, "owned")
+        retry = endpoint.admit(*request, ROTATION + 5).attempt
+        self.assertEqual(retry.prior[0], first.key)
+        self.assertNotEqual(retry.key, first.key)
+        self.assertEqual(guard.claim_attempt(retry, ROTATION + 5)[0].tag, "in-flight")
+        guard.finish(first.key, token, ik.Variant("answered", ik.response(201, '{"id":1}')), ROTATION + 6)
+        self.assertEqual(guard.claim_attempt(retry, ROTATION + 7)[0].tag, "done")
+        # Without the prior key the same retry would claim again: what the window is for.
+        bare = ik.Attempt(retry.key, retry.fingerprint, retry.tenant_id, retry.action_type)
+        self.assertEqual(guard.claim_attempt(bare, ROTATION + 8)[0].tag, "owned")
+        with self.assertRaises(TypeError):
+            ik.Endpoint(OLD, keyring=[("a", 0, OLD)])
+
+
 if __name__ == "__main__":
     unittest.main()

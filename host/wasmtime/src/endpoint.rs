@@ -49,6 +49,10 @@ use crate::HostError;
 pub struct WasmEndpoint<'e> {
     inner: Instance<'e, NoImports>,
     secret_id: String,
+    /// A keyring endpoint's secrets (keyring id, activation, `secrets` import
+    /// id) and window; empty for a one-secret endpoint (`secret_id`).
+    keyring: Vec<wit::KeyringEntry>,
+    window_seconds: Option<i64>,
     options: wit::Options,
     policies: Vec<(String, String)>,
     /// The guest resource and the instance generation it lives in.
@@ -142,6 +146,48 @@ impl<'e> WasmEndpoint<'e> {
         let mut endpoint = WasmEndpoint {
             inner,
             secret_id,
+            keyring: Vec::new(),
+            window_seconds: None,
+            options: options_out(options),
+            policies: policies
+                .iter()
+                .map(|(a, p)| ((*a).to_owned(), (*p).to_owned()))
+                .collect(),
+            resource: None,
+        };
+        endpoint.resource()?;
+        Ok(endpoint)
+    }
+
+    /// An endpoint keyed by a keyring of `(id, active_from, secret)`
+    /// entries ([`intentkey::Keyring`]): storage keys and fingerprints use
+    /// the secret active at `now`, and for `window_seconds` after an
+    /// activation (`None`: the default, 24 h) each guarded attempt carries
+    /// its prior key under the previous secret, which the claim reads first.
+    ///
+    /// # Errors
+    /// As [`WasmEndpoint::new`], and the core's `invalid-keyring`.
+    pub fn with_keyring(
+        engine: &'e WasmEngine,
+        keyring: &[(&str, i64, &[u8])],
+        window_seconds: Option<i64>,
+        options: &Options,
+        policies: &[(&str, &str)],
+    ) -> Result<Self, HostError> {
+        let mut inner = Instance::new(engine, NoImports)?;
+        let entries = keyring
+            .iter()
+            .map(|(id, active_from, secret)| wit::KeyringEntry {
+                id: (*id).to_owned(),
+                active_from: *active_from,
+                secret_id: inner.hold_secret(secret),
+            })
+            .collect();
+        let mut endpoint = WasmEndpoint {
+            inner,
+            secret_id: String::new(),
+            keyring: entries,
+            window_seconds,
             options: options_out(options),
             policies: policies
                 .iter()
@@ -160,12 +206,22 @@ impl<'e> WasmEndpoint<'e> {
                 return Ok(resource);
             }
         }
-        let created = self.inner.http.endpoint().call_create(
-            &mut self.inner.store,
-            &self.secret_id,
-            &self.options,
-            &self.policies,
-        );
+        let created = if self.keyring.is_empty() {
+            self.inner.http.endpoint().call_create(
+                &mut self.inner.store,
+                &self.secret_id,
+                &self.options,
+                &self.policies,
+            )
+        } else {
+            self.inner.http.endpoint().call_create_keyring(
+                &mut self.inner.store,
+                &self.keyring,
+                self.window_seconds,
+                &self.options,
+                &self.policies,
+            )
+        };
         let resource = self.inner.answer(created)?;
         self.resource = Some((self.inner.generation(), resource));
         Ok(resource)

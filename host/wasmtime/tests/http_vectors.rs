@@ -355,3 +355,68 @@ fn default_options_and_debug() {
         "{debug}"
     );
 }
+
+/// An endpoint keyed by a keyring admits as the native one does: the
+/// secret active now, and inside the window the prior key under the
+/// previous secret (the claim reads it first); rebuilt after a trap.
+#[test]
+fn a_keyring_endpoint_admits_with_the_prior_key_inside_the_window() {
+    use intentkey::http::{Admission, Endpoint, Incoming, Options, Profile};
+    use intentkey::{Keyring, Secret};
+    const ROTATION: i64 = 1_800_000_000;
+    let (old, new) = ([0x11u8; 32], [0x22u8; 32]);
+    let ring: [(&str, i64, &[u8]); 2] = [("2026-11", 0, &old), ("2026-12", ROTATION, &new)];
+    let options = Options::new(Profile::Ietf);
+    let mut wasm =
+        WasmEndpoint::with_keyring(pure_engine(), &ring, Some(600), &options, &[]).unwrap();
+    let native = Endpoint::with_keyring(
+        Keyring::new(vec![
+            ("2026-11".into(), 0, Secret::new(old).unwrap()),
+            ("2026-12".into(), ROTATION, Secret::new(new).unwrap()),
+        ])
+        .unwrap()
+        .with_window(600)
+        .unwrap(),
+        options,
+    );
+    let request = Incoming {
+        tenant_id: "shop",
+        method: "POST",
+        route: "/orders",
+        key_values: &["\"order-1\""],
+        content_type: Some("application/json"),
+        body: br#"{"amount":"10.00"}"#,
+    };
+    let guarded = |a: Admission| match a {
+        Admission::Guarded(attempt) => attempt,
+        other => panic!("{other:?}"),
+    };
+    for now in [ROTATION - 1, ROTATION + 5, ROTATION + 600] {
+        assert_eq!(
+            guarded(wasm.admit(&request, now).unwrap()),
+            guarded(native.admit(&request, now).unwrap()),
+            "at {now}"
+        );
+    }
+    let before = guarded(wasm.admit(&request, ROTATION - 1).unwrap());
+    let during = guarded(wasm.admit(&request, ROTATION + 5).unwrap());
+    assert_eq!(
+        during.prior.as_ref().map(|p| p.key.as_str()),
+        Some(before.key.as_str())
+    );
+    assert!(before.prior.is_none());
+    // A bad keyring is the core's error.
+    let twice: [(&str, i64, &[u8]); 2] = [("a", 0, &old), ("a", 5, &new)];
+    let refused = WasmEndpoint::with_keyring(
+        pure_engine(),
+        &twice,
+        None,
+        &Options::new(Profile::Ietf),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&refused, HostError::Core(e) if e.code().as_str() == "invalid-keyring"),
+        "{refused:?}"
+    );
+}
