@@ -222,3 +222,87 @@ async fn a_100_000_field_body_is_guarded_and_a_10_000_deep_one_refused() {
         "only the wide body ran, once"
     );
 }
+
+/// A memory store whose first `failures` completions cannot reach it.
+struct Flaky {
+    inner: Arc<dyn AsyncStore>,
+    failures: AtomicU32,
+}
+
+impl AsyncStore for Flaky {
+    fn insert(&self, record: intentkey::claim::Record) -> intentkey_axum::StoreFuture<'_, bool> {
+        self.inner.insert(record)
+    }
+    fn get(
+        &self,
+        key: String,
+    ) -> intentkey_axum::StoreFuture<'_, Option<intentkey::claim::Record>> {
+        self.inner.get(key)
+    }
+    fn complete(
+        &self,
+        completion: intentkey::claim::Completion,
+    ) -> intentkey_axum::StoreFuture<'_, bool> {
+        if self.failures.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Box::pin(async {
+                Err(intentkey_store::StoreError::retryable(
+                    "the database is restarting",
+                ))
+            });
+        }
+        self.inner.complete(completion)
+    }
+    fn replace(
+        &self,
+        replacement: intentkey::claim::Replacement,
+    ) -> intentkey_axum::StoreFuture<'_, bool> {
+        self.inner.replace(replacement)
+    }
+    fn release(&self, release: intentkey::claim::Release) -> intentkey_axum::StoreFuture<'_, bool> {
+        self.inner.release(release)
+    }
+    fn list(
+        &self,
+        status: Option<intentkey::claim::Status>,
+        limit: u32,
+    ) -> intentkey_axum::StoreFuture<'_, Vec<intentkey::claim::Record>> {
+        self.inner.list(status, limit)
+    }
+    fn purge(&self, now: i64) -> intentkey_axum::StoreFuture<'_, u64> {
+        self.inner.purge(now)
+    }
+}
+
+#[tokio::test]
+async fn a_completion_the_store_cannot_take_at_once_is_tried_again() {
+    let runs = Arc::new(AtomicU32::new(0));
+    let store = Arc::new(Flaky {
+        inner: Arc::new(memory()),
+        failures: AtomicU32::new(2),
+    });
+    let layer = IdempotencyLayer::with_shared_store(
+        Secret::new([3u8; 32]).unwrap(),
+        Options::new(Profile::Ietf),
+        store.clone(),
+    )
+    .on_error(|_, _| {});
+    let app = Router::new()
+        .route("/files", post(handler))
+        .layer(layer)
+        .layer(Extension(Arc::clone(&runs)));
+    let first = send(&app, "\"flaky\"", r#"{"a":1}"#).await;
+    assert_eq!(first.0, 201);
+    // The record is done (not left in flight for recovery): a retry replays at once.
+    let again = send(&app, "\"flaky\"", r#"{"a":1}"#).await;
+    assert_eq!(
+        (again.0, again.1.as_deref(), &again.2),
+        (201, Some("true"), &first.2)
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // A store that stays unreachable: the record is left in flight (409), never released.
+    store.failures.store(100, Ordering::SeqCst);
+    assert_eq!(send(&app, "\"down\"", r#"{"a":2}"#).await.0, 201);
+    assert_eq!(send(&app, "\"down\"", r#"{"a":2}"#).await.0, 409);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
