@@ -61,7 +61,9 @@ pub enum Phase {
     Claim,
     /// The owner's handler (a panic, or a body that failed).
     Handler,
-    /// Finishing the record (it stays in flight; recovery settles it).
+    /// Finishing the record: a try the store could not take (tried again
+    /// for about 3 s), or the last one (the record stays in flight;
+    /// recovery settles it).
     Complete,
 }
 
@@ -492,7 +494,7 @@ fn stored_response(endpoint: &Endpoint, head: &http::response::Parts, body: &[u8
 const FINISH_RETRIES_MS: [u64; 5] = [100, 200, 400, 800, 1600];
 
 /// Finishes the owner's record. A store that cannot be reached is tried
-/// again for a few seconds: otherwise the key answers 409 until recovery
+/// again for a few seconds (each try that failed is reported): otherwise the key answers 409 until recovery
 /// settles it (minutes), although its answer went out. The write is fenced
 /// on the owner token, so a try after one whose acknowledgement was lost
 /// writes nothing (`Superseded`).
@@ -505,6 +507,10 @@ async fn finish(config: &Config, key: &str, token: &str, effect: EffectResult) -
             Ok(finished) => return Some(finished),
             Err(e) => match waits.next() {
                 Some(ms) if e.is_retryable() => {
+                    (config.on_error)(
+                        Phase::Complete,
+                        &format!("{e}; trying the completion again in {ms} ms"),
+                    );
                     tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
                 }
                 _ => {

@@ -1168,26 +1168,25 @@ async fn soak(url: String) {
 
     // The invariants, from the database.
     let db = pool.get().await.unwrap();
-    let effects: HashMap<String, i64> = db
-        .query(
-            "SELECT storage_key, count(*) FROM soak_effects GROUP BY storage_key",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    let effects_by: BTreeMap<String, i64> = db
-        .query(
-            "SELECT worker, count(*) FROM soak_effects GROUP BY worker",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let counts = |sql: &'static str| {
+        let db = &db;
+        async move {
+            let rows = db.query(sql, &[]).await.unwrap();
+            rows.iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+                .collect::<Vec<_>>()
+        }
+    };
+    let effects: HashMap<String, i64> =
+        counts("SELECT storage_key, count(*) FROM soak_effects GROUP BY storage_key")
+            .await
+            .into_iter()
+            .collect();
+    let effects_by: BTreeMap<String, i64> =
+        counts("SELECT worker, count(*) FROM soak_effects GROUP BY worker")
+            .await
+            .into_iter()
+            .collect();
     let records: HashMap<String, intentkey::claim::Record> = store
         .list(None, 10_000_000)
         .await

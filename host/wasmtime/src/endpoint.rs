@@ -143,20 +143,7 @@ impl<'e> WasmEndpoint<'e> {
     ) -> Result<Self, HostError> {
         let mut inner = Instance::new(engine, NoImports)?;
         let secret_id = inner.hold_secret(secret);
-        let mut endpoint = WasmEndpoint {
-            inner,
-            secret_id,
-            keyring: Vec::new(),
-            window_seconds: None,
-            options: options_out(options),
-            policies: policies
-                .iter()
-                .map(|(a, p)| ((*a).to_owned(), (*p).to_owned()))
-                .collect(),
-            resource: None,
-        };
-        endpoint.resource()?;
-        Ok(endpoint)
+        WasmEndpoint::built(inner, secret_id, Vec::new(), None, options, policies)
     }
 
     /// An endpoint keyed by a keyring of `(id, active_from, secret)`
@@ -183,10 +170,30 @@ impl<'e> WasmEndpoint<'e> {
                 secret_id: inner.hold_secret(secret),
             })
             .collect();
+        WasmEndpoint::built(
+            inner,
+            String::new(),
+            entries,
+            window_seconds,
+            options,
+            policies,
+        )
+    }
+
+    /// The endpoint, with its guest resource made now (so a bad option or
+    /// keyring is an error here, not at the first request).
+    fn built(
+        inner: Instance<'e, NoImports>,
+        secret_id: String,
+        keyring: Vec<wit::KeyringEntry>,
+        window_seconds: Option<i64>,
+        options: &Options,
+        policies: &[(&str, &str)],
+    ) -> Result<Self, HostError> {
         let mut endpoint = WasmEndpoint {
             inner,
-            secret_id: String::new(),
-            keyring: entries,
+            secret_id,
+            keyring,
             window_seconds,
             options: options_out(options),
             policies: policies
