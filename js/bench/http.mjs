@@ -34,6 +34,7 @@ import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
+import { answerOf } from './ipc.mjs';
 
 const argv = process.argv.slice(2);
 const has = (name) => argv.includes(name);
@@ -164,20 +165,6 @@ async function serve() {
 
 // ---------------------------------------------------------------- the client
 
-function request(child, msg, type) {
-  return new Promise((resolve, reject) => {
-    const onMessage = (m) => {
-      if (m.type !== type) return;
-      child.off('message', onMessage);
-      child.off('exit', onExit);
-      resolve(m);
-    };
-    const onExit = (code) => reject(new Error(`the server process exited (code ${code}) before answering ${type}`));
-    child.on('message', onMessage);
-    child.on('exit', onExit);
-    if (msg !== null) child.send(msg);
-  });
-}
 
 async function drive() {
   const ROUNDS = Number(arg('--rounds', 30));
@@ -189,7 +176,7 @@ async function drive() {
 
   const execArgv = profDir === null ? [] : ['--cpu-prof', '--cpu-prof-interval=200', `--cpu-prof-dir=${profDir}`];
   const child = fork(fileURLToPath(import.meta.url), ['--serve', ...(withPg ? [] : ['--no-pg'])], { execArgv, stdio: 'inherit' });
-  const { ports, node } = await request(child, null, 'ready');
+  const { ports, node } = await answerOf(child, 'ready');
 
   const clients = {};
   for (const [name, port] of Object.entries(ports)) {
@@ -295,7 +282,7 @@ async function drive() {
   }
   const seconds = (Date.now() - started) / 1000;
 
-  const { stats: handlerRuns } = await request(child, { type: 'stats', key: `"${REPLAY_KEY}"` }, 'stats');
+  const { stats: handlerRuns } = await answerOf(child, 'stats', { type: 'stats', key: `"${REPLAY_KEY}"` });
   for (const [app, s] of Object.entries(handlerRuns)) {
     // Once per key sent as a first request (the seeded replay key included: the
     // bare app only ever gets new keys), never for a replay.
@@ -306,7 +293,7 @@ async function drive() {
   }
 
   for (const c of Object.values(clients)) await c.close();
-  await request(child, { type: 'close' }, 'closed');
+  await answerOf(child, 'closed', { type: 'close' });
 
   if (failures.length > 0) {
     console.error('FAILED: a method did not behave; no figures are reported.');

@@ -42,6 +42,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { answerOf } from './ipc.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/intentkey.js', import.meta.url));
@@ -253,21 +254,6 @@ async function serve(adapter) {
   process.send({ type: 'ready', port: server.address().port });
 }
 
-/** The next message of `type` from the child. */
-function message(child, type, send = null) {
-  return new Promise((resolve, reject) => {
-    const onMessage = (m) => {
-      if (m.type !== type) return;
-      child.off('message', onMessage);
-      child.off('exit', onExit);
-      resolve(m);
-    };
-    const onExit = (code, signal) => reject(new Error(`the server exited (${signal ?? code}) before answering ${type}`));
-    child.on('message', onMessage);
-    child.on('exit', onExit);
-    if (send !== null) child.send(send);
-  });
-}
 
 /** The HTTP cases: [name, request, server's extra node options]. */
 const HTTP_CASES = [
@@ -316,12 +302,12 @@ async function httpCase(undici, adapter, [name, build, execArgv = []]) {
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));
   try {
-    const { port } = await message(child, 'ready');
+    const { port } = await answerOf(child, 'ready');
     const warm = await post(undici, port, { key: 'warm-up', body: '{"sku":"A1"}' });
     if (warm.status !== 201) throw new Error(`${adapter}: the warm-up request got ${warm.status}`);
-    const before = await message(child, 'stats', { type: 'stats' });
+    const before = await answerOf(child, 'stats', { type: 'stats' });
     const answer = await post(undici, port, request);
-    const after = await message(child, 'stats', { type: 'stats' });
+    const after = await answerOf(child, 'stats', { type: 'stats' });
     // The next request goes through the same pool (the connection of the case's
     // request, when the server kept it); when that fails, once more on a new one.
     let next = (await post(undici, port, { key: 'after-1', body: '{"sku":"A1"}' })).status;

@@ -10,7 +10,7 @@ use crate::keyring::Keyring;
 use crate::policy::Policy;
 use crate::secret::Secret;
 
-use super::fingerprint::{request_fingerprint, Request};
+use super::fingerprint::{fingerprint_of, request_fingerprint_material, Request};
 use super::header::KeyErrorReason;
 use super::profile::Options;
 use super::reply::{Refusal, Reply};
@@ -266,8 +266,8 @@ impl Endpoint {
                 )
             })?
             .secret();
-        let fingerprint = match request_fingerprint(secret, &request_facts, policy) {
-            Ok(fingerprint) => fingerprint,
+        let material = match request_fingerprint_material(&request_facts, policy) {
+            Ok(material) => material,
             Err(e) if e.code() == ErrorCode::InvalidJson => {
                 return Ok(Admission::Refused(
                     self.options.refuse(Refusal::Body(&e), now),
@@ -275,12 +275,12 @@ impl Endpoint {
             }
             Err(e) => return Err(e),
         };
+        let fingerprint = fingerprint_of(secret, &material);
         let prior = match self.keyring.prior_at(now) {
             None => None,
             Some(entry) => Some(PriorKey {
                 key: storage_key(entry.secret(), request.tenant_id, &key)?.into_string(),
-                fingerprint: request_fingerprint(entry.secret(), &request_facts, policy)?
-                    .into_string(),
+                fingerprint: fingerprint_of(entry.secret(), &material).into_string(),
             }),
         };
         Ok(Admission::Guarded(Attempt {

@@ -86,7 +86,14 @@ pub fn request_fingerprint(
     policy: Option<&Policy>,
 ) -> Result<RequestFingerprint> {
     let material = request_fingerprint_material(request, policy)?;
-    Ok(RequestFingerprint(to_hex(&hmac(secret, &material))))
+    Ok(fingerprint_of(secret, &material))
+}
+
+/// The fingerprint of material already made by
+/// [`request_fingerprint_material`] (so that two secrets, during a
+/// rotation window, canonicalize the body once).
+pub(crate) fn fingerprint_of(secret: &Secret, material: &[u8]) -> RequestFingerprint {
+    RequestFingerprint(to_hex(&hmac(secret, material)))
 }
 
 /// The bytes [`request_fingerprint`] hashes: the canonical JSON of
