@@ -131,6 +131,11 @@ ERROR_CODES = frozenset({
     "component-failed",
     "invalid-keyring",
     "secret-retired",
+    "invalid-step-name",
+    "invalid-step-output",
+    "step-output-too-large",
+    "step-in-flight",
+    "step-input-changed",
 })
 
 #: Fuel (roughly: wasm instructions) one call may burn before it traps.

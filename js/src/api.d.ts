@@ -36,7 +36,12 @@ export type ErrorCode =
   | 'invalid-argument'
   | 'component-failed'
   | 'invalid-keyring'
-  | 'secret-retired';
+  | 'secret-retired'
+  | 'invalid-step-name'
+  | 'invalid-step-output'
+  | 'step-output-too-large'
+  | 'step-in-flight'
+  | 'step-input-changed';
 
 /** An error the intentkey core reported. The message never holds a secret. */
 export class IntentkeyError extends Error {

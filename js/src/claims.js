@@ -366,6 +366,29 @@ export function createClaims(callClaims) {
       if (staleAfter === null) staleAfter = secondsOut(callClaims((c) => c.defaultStaleAfterSeconds()), 'staleAfter');
       return staleAfter;
     },
+    /**
+     * Checks a journaled step's output (JSON text, at most maxBytes; default 1 MiB)
+     * and makes the response it is recorded as.
+     */
+    stepOutput(step, outputJson, maxBytes) {
+      const name = text(step, 'step');
+      const output = text(outputJson, 'output');
+      if (maxBytes !== undefined && !(Number.isInteger(maxBytes) && maxBytes >= 0 && maxBytes <= 2 ** 32 - 1)) {
+        throw new TypeError('maxOutputBytes must be a whole number of bytes below 4 GiB');
+      }
+      return responseOut(callClaims((c) => c.stepOutput(name, output, maxBytes)));
+    },
+    /**
+     * What a claim outcome ({ tag: 'owned' | 'in-flight' | 'payload-conflict' } or
+     * { tag: 'done', val: response }) means for a step or tool call: undefined when
+     * this attempt owns it, the recorded output (JSON text) when done; throws
+     * step-in-flight or step-input-changed otherwise.
+     */
+    stepAnswer(name, outcome) {
+      const n = text(name, 'name');
+      const o = outcome.tag === 'done' ? { tag: 'done', val: responseIn(outcome.val, 'the recorded output') } : { tag: outcome.tag };
+      return callClaims((c) => c.stepAnswer(n, o));
+    },
     /** An owner token (32 hex) from 16 random bytes. */
     ownerToken(randomBytes) {
       if (!(randomBytes instanceof Uint8Array)) throw new TypeError('ownerToken takes a Uint8Array of 16 random bytes');

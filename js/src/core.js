@@ -493,6 +493,30 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
       return call(this.#inst, () => r.fingerprintAt(t, a, p, epoch));
     }
 
+    /**
+     * The claim attempt of step `step` of `run` (the journal's): keyed by the run
+     * and the name; its fingerprint also covers `input` (any JSON value).
+     */
+    stepAttempt(run, step, input) {
+      const wit = toRun(run);
+      const name = witString(step, 'invalid-step-name', 'step');
+      const inputJson = input === undefined ? undefined : jsonText(input, 'input');
+      const r = this.#live();
+      return attemptOut(call(this.#inst, () => r.stepAttempt(wit, name, inputJson)));
+    }
+
+    /**
+     * The claim attempt of a validated tool call of `run`: keyed by the run, the
+     * tool (the action type) and the arguments' key fields under the policy.
+     */
+    toolCallAttempt(run, tool, args) {
+      const wit = toRun(run);
+      const name = witString(tool, 'invalid-action-type', 'action_type');
+      const json = payloadText(args);
+      const r = this.#live();
+      return attemptOut(call(this.#inst, () => r.toolCallAttempt(wit, name, json)));
+    }
+
     fingerprintMaterial(tenantId, actionType, payload) {
       const [t, a, p] = fingerprintArgs(tenantId, actionType, payload);
       const r = this.#live();
@@ -697,6 +721,37 @@ function toIntent(intent) {
     payloadJson: payloadText(intent.payload),
     intentEpoch: toEpoch(intent.intentEpoch),
   };
+}
+
+/** A journal run { tenantId, intentId, intentEpoch } as the WIT record. */
+function toRun(run) {
+  if (run === null || typeof run !== 'object') {
+    throw new TypeError('a run is { tenantId, intentId, intentEpoch }: the recorded intent every attempt of the run resumes');
+  }
+  return {
+    tenantId: witString(run.tenantId, 'invalid-tenant-id', 'tenant_id'),
+    intentId: witString(run.intentId, 'invalid-intent-id', 'intent_id'),
+    intentEpoch: toEpoch(run.intentEpoch),
+  };
+}
+
+/** Any JSON value as JSON text, or a typed error naming `field`. */
+function jsonText(value, field) {
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    throw new IntentkeyError('invalid-json', `\`${field}\` cannot be written as JSON (${e instanceof Error ? e.message : e})`, field);
+  }
+  if (typeof text !== 'string') {
+    throw new IntentkeyError('invalid-json', `\`${field}\` cannot be written as JSON (it is ${typeof value})`, field);
+  }
+  return text;
+}
+
+/** A WIT attempt as the guard's input (no prior key: journal attempts keep their run's secret). */
+function attemptOut(a) {
+  return { key: a.key, fingerprint: a.fingerprint, tenantId: a.tenantId, actionType: a.actionType };
 }
 
 function fingerprintArgs(tenantId, actionType, payload) {

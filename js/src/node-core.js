@@ -10,6 +10,7 @@ import { instantiate } from '../vendor/intentkey.js';
 import { coreModules } from '../vendor/core-modules.js';
 import { createApi } from './core.js';
 import { guardFactory } from './guard.js';
+import { journalFactory } from './journal.js';
 
 const vendor = new URL('../vendor/', import.meta.url);
 const modules = new Map();
@@ -39,3 +40,6 @@ export const { claims, internal, init } = api;
 
 /** A guard over the Node component: memory and SQLite through its guard export, PostgreSQL through its flows. */
 export const createGuard = guardFactory(api);
+
+/** A journal over the Node guard: steps and tool calls run once per run. */
+export const createJournal = journalFactory({ claims, createGuard });

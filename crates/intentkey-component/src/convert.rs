@@ -34,6 +34,11 @@ pub(crate) fn code(code: ErrorCode) -> t::ErrorCode {
         ErrorCode::ComponentFailed => t::ErrorCode::ComponentFailed,
         ErrorCode::InvalidKeyring => t::ErrorCode::InvalidKeyring,
         ErrorCode::SecretRetired => t::ErrorCode::SecretRetired,
+        ErrorCode::InvalidStepName => t::ErrorCode::InvalidStepName,
+        ErrorCode::InvalidStepOutput => t::ErrorCode::InvalidStepOutput,
+        ErrorCode::StepOutputTooLarge => t::ErrorCode::StepOutputTooLarge,
+        ErrorCode::StepInFlight => t::ErrorCode::StepInFlight,
+        ErrorCode::StepInputChanged => t::ErrorCode::StepInputChanged,
     }
 }
 
@@ -135,6 +140,19 @@ pub(crate) fn attempt_in(a: t::Attempt) -> core::Attempt {
         tenant_id: a.tenant_id,
         action_type: a.action_type,
         prior: a.prior.map(|p| core::PriorKey {
+            key: p.key,
+            fingerprint: p.fingerprint,
+        }),
+    }
+}
+
+pub(crate) fn attempt_out(a: core::Attempt) -> t::Attempt {
+    t::Attempt {
+        key: a.key,
+        fingerprint: a.fingerprint,
+        tenant_id: a.tenant_id,
+        action_type: a.action_type,
+        prior: a.prior.map(|p| t::PriorKey {
             key: p.key,
             fingerprint: p.fingerprint,
         }),

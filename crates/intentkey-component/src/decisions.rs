@@ -3,11 +3,12 @@
 use crate::bindings::exports::intentkey::core::{claims, schema};
 use crate::bindings::intentkey::core::types as t;
 use crate::convert::{
-    action_out, class_out, effect_in, lookup_in, outcome_out, record_in, rules_in, rules_out,
-    wit_error,
+    action_out, class_out, effect_in, lookup_in, outcome_in, outcome_out, record_in, response_out,
+    rules_in, rules_out, wit_error,
 };
 use crate::Component;
 use intentkey::claim as core;
+use intentkey::journal;
 
 impl claims::Guest for Component {
     fn decide_existing(existing: t::Record, fingerprint: String) -> t::ClaimOutcome {
@@ -50,6 +51,21 @@ impl claims::Guest for Component {
 
     fn owner_token(random_bytes: Vec<u8>) -> Result<String, t::Error> {
         core::owner_token_from_slice(&random_bytes).map_err(wit_error)
+    }
+
+    fn step_output(
+        step: String,
+        output_json: String,
+        max_bytes: Option<u32>,
+    ) -> Result<t::Response, t::Error> {
+        let max = max_bytes.map_or(journal::DEFAULT_MAX_OUTPUT_BYTES, |m| m as usize);
+        journal::step_output(&step, &output_json, max)
+            .map(response_out)
+            .map_err(wit_error)
+    }
+
+    fn step_answer(name: String, outcome: t::ClaimOutcome) -> Result<Option<String>, t::Error> {
+        journal::step_answer(&name, &outcome_in(outcome)).map_err(wit_error)
     }
 }
 

@@ -2,10 +2,11 @@
 
 use crate::bindings::exports::intentkey::core::keys::{self, GuestKeyer};
 use crate::bindings::intentkey::core::types::{
-    Error as WitError, Intent as WitIntent, KeyringEntry as WitKeyringEntry,
+    Attempt as WitAttempt, Error as WitError, Intent as WitIntent, KeyringEntry as WitKeyringEntry,
+    Run as WitRun,
 };
 use crate::bindings::intentkey::core::{random, secrets};
-use crate::convert::wit_error;
+use crate::convert::{attempt_out, wit_error};
 use crate::Component;
 use intentkey::{Intent, KeyLength, Keyring, Payload, Policy, RequestAnswerer, Secret};
 
@@ -185,6 +186,54 @@ impl GuestKeyer for Keyer {
                 .fingerprint(&tenant_id, &action_type, payload)
         })
         .map(|fp| fp.matches(&stored))
+    }
+
+    fn step_attempt(
+        &self,
+        run: WitRun,
+        step: String,
+        input_json: Option<String>,
+    ) -> Result<WitAttempt, WitError> {
+        let input = match input_json {
+            Some(text) => Some(
+                serde_json::from_str::<serde_json::Value>(&text).map_err(|e| {
+                    wit_error(intentkey::Error::field(
+                        intentkey::ErrorCode::InvalidJson,
+                        "input",
+                        format!(
+                            "the input of step `{}` is not JSON ({e}); pass JSON text or none",
+                            step.escape_debug()
+                        ),
+                    ))
+                })?,
+            ),
+            None => None,
+        };
+        self.keyer
+            .step_attempt(&run_in(&run), &step, input.as_ref())
+            .map(attempt_out)
+            .map_err(wit_error)
+    }
+
+    fn tool_call_attempt(
+        &self,
+        run: WitRun,
+        tool: String,
+        arguments_json: String,
+    ) -> Result<WitAttempt, WitError> {
+        with_payload(&arguments_json, |arguments| {
+            self.keyer
+                .tool_call_attempt(&run_in(&run), &tool, arguments)
+        })
+        .map(attempt_out)
+    }
+}
+
+fn run_in(run: &WitRun) -> intentkey::journal::Run<'_> {
+    intentkey::journal::Run {
+        tenant_id: &run.tenant_id,
+        intent_id: &run.intent_id,
+        intent_epoch: run.intent_epoch,
     }
 }
 

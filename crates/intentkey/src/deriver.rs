@@ -39,6 +39,11 @@ pub struct Intent<'a> {
 pub struct Fingerprint(String);
 
 impl Fingerprint {
+    /// The fingerprint of an HMAC digest.
+    pub(crate) fn from_digest(digest: &[u8; 32]) -> Self {
+        Fingerprint(to_hex(digest))
+    }
+
     /// The fingerprint as 64 lowercase hex.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -230,7 +235,7 @@ impl Deriver {
         Ok(Fingerprint(to_hex(&self.mac_of(&material))))
     }
 
-    fn mac_of(&self, material: &[u8]) -> [u8; 32] {
+    pub(crate) fn mac_of(&self, material: &[u8]) -> [u8; 32] {
         let mut mac = self.mac.clone();
         mac.update(material);
         mac.finalize().into_bytes().into()
@@ -241,7 +246,7 @@ impl Deriver {
         self.write_head_inner(out, tenant_id, action_type)
     }
 
-    fn write_head_inner(
+    pub(crate) fn write_head_inner(
         &self,
         out: &mut Vec<u8>,
         tenant_id: &str,
@@ -258,7 +263,7 @@ impl Deriver {
 
     /// Writes the body members (without braces). Key fields are normalized;
     /// fingerprint fields are written only when `with_fingerprint_fields`.
-    fn write_body(
+    pub(crate) fn write_body(
         &self,
         out: &mut Vec<u8>,
         payload: &Payload,
@@ -325,7 +330,7 @@ fn unkeyed_hmac() -> HmacSha256 {
     <HmacSha256 as hmac::digest::KeyInit>::new(&Default::default())
 }
 
-fn check_tenant(tenant_id: &str) -> Result<()> {
+pub(crate) fn check_tenant(tenant_id: &str) -> Result<()> {
     if tenant_id.is_empty() {
         return Err(Error::field(
             ErrorCode::InvalidTenantId,

@@ -74,11 +74,24 @@ pub enum ErrorCode {
     /// No secret of the keyring is active at the intent's epoch: the secret
     /// that keyed the intent was dropped.
     SecretRetired,
+    /// A journaled step's name is empty, longer than 200 bytes, or holds a
+    /// control character.
+    InvalidStepName,
+    /// A journaled step's output is not JSON text.
+    InvalidStepOutput,
+    /// A journaled step's output is larger than the journal's limit.
+    StepOutputTooLarge,
+    /// Another attempt of this step or tool call is running, or crashed
+    /// mid-run (retryable: recovery settles a crashed one).
+    StepInFlight,
+    /// This step or tool call of the run was recorded with another input or
+    /// other arguments under the same name.
+    StepInputChanged,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 33] = [
         ErrorCode::SecretTooShort,
         ErrorCode::InvalidSecret,
         ErrorCode::InvalidTenantId,
@@ -107,6 +120,11 @@ impl ErrorCode {
         ErrorCode::ComponentFailed,
         ErrorCode::InvalidKeyring,
         ErrorCode::SecretRetired,
+        ErrorCode::InvalidStepName,
+        ErrorCode::InvalidStepOutput,
+        ErrorCode::StepOutputTooLarge,
+        ErrorCode::StepInFlight,
+        ErrorCode::StepInputChanged,
     ];
 
     /// The stable kebab-case code, e.g. `"unclassified-fields"`.
@@ -144,6 +162,11 @@ impl ErrorCode {
             ErrorCode::ComponentFailed => "component-failed",
             ErrorCode::InvalidKeyring => "invalid-keyring",
             ErrorCode::SecretRetired => "secret-retired",
+            ErrorCode::InvalidStepName => "invalid-step-name",
+            ErrorCode::InvalidStepOutput => "invalid-step-output",
+            ErrorCode::StepOutputTooLarge => "step-output-too-large",
+            ErrorCode::StepInFlight => "step-in-flight",
+            ErrorCode::StepInputChanged => "step-input-changed",
         }
     }
 
@@ -282,6 +305,11 @@ mod tests {
             ErrorCode::ComponentFailed => at!(25, ComponentFailed),
             ErrorCode::InvalidKeyring => at!(26, InvalidKeyring),
             ErrorCode::SecretRetired => at!(27, SecretRetired),
+            ErrorCode::InvalidStepName => at!(28, InvalidStepName),
+            ErrorCode::InvalidStepOutput => at!(29, InvalidStepOutput),
+            ErrorCode::StepOutputTooLarge => at!(30, StepOutputTooLarge),
+            ErrorCode::StepInFlight => at!(31, StepInFlight),
+            ErrorCode::StepInputChanged => at!(32, StepInputChanged),
         }
     }
 

@@ -6,6 +6,7 @@ mod decimal;
 mod deriver;
 mod error;
 pub mod http;
+pub mod journal;
 mod key;
 mod keyer;
 mod keyring;

@@ -29,6 +29,7 @@
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod columns;
 pub mod guard;
+pub mod journal;
 mod memory;
 #[cfg(feature = "postgres")]
 pub mod pg_sql;
