@@ -144,8 +144,30 @@ export interface Keyer {
   fingerprintMaterial(tenantId: string, actionType: string, payload: Payload): string;
   /** Compares the payload's fingerprint with a stored one in constant time. */
   fingerprintMatches(tenantId: string, actionType: string, payload: Payload, stored: string): boolean;
+  /**
+   * The claim attempt of step `step` of `run` (the journal's): keyed by the run and
+   * the name; the fingerprint also covers `input` (any JSON value).
+   */
+  stepAttempt(run: Run, step: string, input?: unknown): Attempt;
+  /**
+   * The claim attempt of a validated tool call of `run`: keyed by the run, the tool
+   * (the action type) and the arguments' key fields under the policy. The model's
+   * text (ignored fields) and its tool_call_id never enter.
+   */
+  toolCallAttempt(run: Run, tool: string, args: Payload): Attempt;
   /** Frees the keyer and its copy of the secret now (otherwise when garbage-collected). */
   dispose(): void;
+}
+
+/**
+ * One run of an agent or workflow: the recorded intent every attempt of it resumes.
+ * The intent id and epoch come from where the run was recorded, never from the attempt.
+ */
+export interface Run {
+  tenantId: string;
+  intentId: string;
+  /** When the run's intent was recorded (seconds): it picks the secret. */
+  intentEpoch: number | bigint;
 }
 
 /** Validates the policy and keys it with the secret. Throws IntentkeyError. */
@@ -288,6 +310,14 @@ export interface Claims {
   defaultStaleAfterSeconds(): number;
   /** An owner token (32 hex) from 16 random bytes. */
   ownerToken(randomBytes: Uint8Array): string;
+  /** Checks a journaled step's output (JSON text, at most maxBytes, default 1 MiB): the response it is recorded as. */
+  stepOutput(step: string, outputJson: string, maxBytes?: number): StoredResponse;
+  /**
+   * What a claim outcome means for a step or tool call: undefined when this attempt
+   * owns it, the recorded output (JSON text) when done; throws step-in-flight or
+   * step-input-changed otherwise.
+   */
+  stepAnswer(name: string, outcome: { tag: 'owned' | 'in-flight' | 'payload-conflict' } | { tag: 'done'; val: StoredResponse }): string | undefined;
 }
 
 /** The core's claim decisions. */

@@ -13,6 +13,7 @@ import type {
   RecordStatus,
   Response,
   Rules,
+  Run,
   StoredResponse,
 } from './api.js';
 import type { MaybePromise, Store } from './stores/types.js';
@@ -144,3 +145,59 @@ export function createGuard(options: GuardOptions): Guard;
 
 /** { status, contentType: 'application/json', headers, body: the UTF-8 bytes of JSON.stringify(value) }. */
 export function jsonResponse(status: number, value: unknown, headers?: Array<[string, string]>): Response;
+
+export interface JournalOptions {
+  store: Store;
+  /** Keys the steps and tool calls; its policy classifies every tool argument (and closes the tools allowed). */
+  keyer: Keyer;
+  /** The largest output recorded, in bytes of JSON (default 1 MiB): larger gives step-output-too-large. */
+  maxOutputBytes?: number;
+  /** After how long a step or tool call left in flight may be recovered (default 300): longer than the slowest step. */
+  staleAfterSeconds?: number;
+  /** How long recorded outputs are kept (default 86,400 s). */
+  ttlSeconds?: number;
+  /** Whole seconds now; default the system clock. */
+  now?: () => number;
+  /** Told of every step and tool call: ran, replayed, recovered (a step taken over, a tool call found), re-executed. */
+  observe?: (event: JournalEvent) => void;
+}
+
+export interface JournalEvent {
+  kind: 'step' | 'tool-call';
+  name: string;
+  key: string;
+  outcome: 'ran' | 'replayed' | 'recovered' | 're-executed';
+}
+
+/** A validated tool call: the tool's action type and its arguments (classified by the keyer's policy). */
+export interface ToolCall {
+  tool: string;
+  arguments: Payload;
+}
+
+export interface Journal {
+  /**
+   * Runs `fn` once per run and step name and records its output (JSON); every later
+   * attempt gets the recorded output. A throw records nothing (released). Rejects
+   * with IntentkeyError step-in-flight (err.dueAt: when a crashed attempt may be
+   * taken over), step-input-changed, step-output-too-large or invalid-step-output.
+   */
+  step<T = unknown>(run: Run, name: string, fn: () => T | Promise<T>, options?: { input?: unknown }): Promise<T>;
+  /**
+   * Runs a validated tool call at most once per run: `effect(key)` sends the key to
+   * the destination and returns the tool's result (JSON), recorded and replayed. A
+   * call left in flight is settled by `lookup(key)` once stale: found is recorded,
+   * unknown never re-runs, absent re-runs only with readYourWrites.
+   */
+  toolCall<T = unknown>(
+    run: Run,
+    call: ToolCall,
+    effect: (key: string) => T | Promise<T>,
+    options?: { lookup?: (key: string) => MaybePromise<{ found: unknown } | 'absent' | 'unknown'>; readYourWrites?: boolean },
+  ): Promise<T>;
+  /** The guard underneath (recoverAll, purge, inspect). */
+  readonly guard: Guard;
+}
+
+/** Node only: a journal of steps and tool calls over a store. */
+export function createJournal(options: JournalOptions): Journal;

@@ -219,3 +219,30 @@ void atKey;
 void atFingerprint;
 // @ts-expect-error: one secret or a keyring, not both
 createKeyer({ secret: 'ab'.repeat(32), keyring: ring });
+
+// The journal: steps and tool calls keyed by the run.
+import { createJournal, type Journal, type JournalEvent, type Run } from 'intentkey';
+const run: Run = { tenantId: 'acme', intentId: 'run-42', intentEpoch: 1_700_000_000 };
+const journal: Journal = createJournal({
+  store: memoryStore(),
+  keyer,
+  maxOutputBytes: 1 << 20,
+  staleAfterSeconds: 600,
+  observe: (e: JournalEvent) => console.log(e.kind, e.outcome),
+});
+async function agentSide(): Promise<void> {
+  const plan: { text: string } = await journal.step(run, 'plan', async () => ({ text: 'hi' }), { input: ['prompt'] });
+  const paid: { payment: string } = await journal.toolCall(
+    run,
+    { tool: 'pix.send', arguments: { amount: '1' } },
+    async (key: string) => ({ payment: key }),
+    { lookup: async () => 'unknown' as const, readYourWrites: false },
+  );
+  const attempt = keyer.stepAttempt(run, 'plan', { any: 'json' });
+  const call = keyer.toolCallAttempt(run, 'pix.send', '{"amount":"1"}');
+  const recorded: string | undefined = claims.stepAnswer('plan', { tag: 'done', val: claims.stepOutput('plan', '{}') });
+  console.log(plan.text, paid.payment, attempt.key, call.fingerprint, recorded);
+  // @ts-expect-error a run needs its recorded intent id
+  await journal.step({ tenantId: 't', intentEpoch: 0 }, 'plan', () => 1);
+}
+void agentSide;
