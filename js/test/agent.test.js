@@ -10,7 +10,8 @@
 //   3. a second, separate run of the same intent samples the model anew (other
 //      text, other tool_call_id) and is recognized as the same intent: no payment;
 //   4. another intent with the same request pays once more (runs never collide).
-// The bank ends with exactly two payments. On SQLite (a file the processes
+// The bank ends with exactly two payments. The negative control: the same loop
+// without intentkey, keyed by the model's tool_call_id, pays twice. On SQLite (a file the processes
 // share) and on PostgreSQL (skipped outside CI when the server is absent).
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -133,5 +134,25 @@ describe('on PostgreSQL', { skip: pgSkip }, () => {
       return { kind: 'pg', config: schema.config };
     },
     close: async () => schema?.drop(),
+  });
+});
+
+describe('the negative control: the same agent without intentkey', () => {
+  test('keyed by the model’s tool_call_id, a crashed and resumed run pays twice', async () => {
+    const llm = await startFakeOpenAI();
+    const bank = await startBank();
+    try {
+      const base = { llmUrl: llm.url, bankUrl: bank.url, naive: true };
+      const crashed = await agent({ ...base, crashAfterPayment: true });
+      assert.equal(crashed.signal, 'SIGKILL', crashed.stderr);
+      const resumed = await agent(base);
+      assert.equal(resumed.code, 0, resumed.stderr);
+      const payments = bank.payments();
+      assert.equal(payments.length, 2, 'the resumed run resampled and paid again');
+      assert.notEqual(payments[0].key, payments[1].key, 'each sample brought its own tool_call_id');
+    } finally {
+      await llm.close();
+      await bank.close();
+    }
   });
 });

@@ -58,6 +58,11 @@ pub use self::sqlite::SqliteStore;
 #[doc = include_str!("../../../README.md")]
 pub struct RepositoryReadme;
 
+/// The agents and queues guide's Rust example, run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/agents-and-queues.md")]
+pub struct AgentsAndQueuesGuide;
+
 /// A store failure: a stable code, what went wrong and whether retrying may help.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError {

@@ -138,6 +138,38 @@ export async function runAgent({ openai, journal, run, session, bank, emit, cras
   throw new Error('the model did not finish in 4 turns');
 }
 
+/**
+ * The same loop without intentkey, the way agents are often written: nothing is
+ * journaled, and the payment's idempotency key is the model's tool_call_id. A
+ * resumed run samples the model again, gets a new tool_call_id, and pays again.
+ */
+export async function runNaiveAgent({ openai, bank, emit, crashAfterPayment = false }) {
+  const messages = [
+    { role: 'system', content: 'You pay bills with the send_pix tool.' },
+    { role: 'user', content: 'Pay Ana the March rent: 150.00 BRL to the Pix key ana@example.com.' },
+  ];
+  for (let turn = 1; turn <= 4; turn++) {
+    const completion = await openai.chat.completions.create({ model: 'fake-model', messages, tools: TOOLS });
+    const message = completion.choices[0].message;
+    const call = message.tool_calls?.[0];
+    emit({ event: 'completion', step: `naive/completion-${turn}`, source: 'sampled', toolCallId: call?.id ?? null, text: message.content });
+    messages.push(message);
+    if (!message.tool_calls?.length) return { answer: message.content };
+    for (const proposed of message.tool_calls) {
+      const { arguments: args } = validateToolCall(proposed);
+      const payment = await bank.pay(proposed.id, args);
+      emit({ event: 'payment', key: proposed.id, payment: payment.payment });
+      if (crashAfterPayment) {
+        emit({ event: 'crash', after: 'payment', key: proposed.id });
+        process.kill(process.pid, 'SIGKILL');
+        await new Promise(() => {});
+      }
+      messages.push({ role: 'tool', tool_call_id: proposed.id, content: JSON.stringify({ payment: payment.payment }) });
+    }
+  }
+  throw new Error('the model did not finish in 4 turns');
+}
+
 /** The store a config names: { kind: 'sqlite', path } or { kind: 'pg', config }. */
 export async function openStore(store) {
   if (store.kind === 'sqlite') return sqliteStore(store.path);
@@ -148,6 +180,13 @@ export async function openStore(store) {
 async function main() {
   const config = JSON.parse(process.argv[2]);
   const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
+  if (config.naive === true) {
+    const openai = new OpenAI({ apiKey: 'sk-local-fake', baseURL: config.llmUrl, maxRetries: 2 });
+    const bank = bankClient(config.bankUrl);
+    const out = await runNaiveAgent({ openai, bank, emit, crashAfterPayment: config.crashAfterPayment === true });
+    emit({ event: 'done', answer: out.answer });
+    return;
+  }
   const store = await openStore(config.store);
   const keyer = createKeyer({ secret: config.secretHex, policy: TOOL_POLICY });
   const journal = createJournal({
