@@ -5,6 +5,7 @@
 // memory store and on PostgreSQL (skipped outside CI when the server is absent).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import pg from 'pg';
 import { IntentkeyError, createJournal, createKeyer, memoryStore, pgStore } from '../src/index.js';
 import { freshSchema, pgAvailability } from './support/pg.js';
@@ -45,6 +46,20 @@ function destination() {
     lookup: async (key) => (paid.has(key) ? { found: { payment: `pay_${key.slice(0, 8)}`, recovered: true } } : 'absent'),
   };
 }
+
+test('journal keys are the HMAC of the documented material, computed here with node:crypto', () => {
+  const hmac = (material) => createHmac('sha256', Buffer.from(SECRET, 'hex')).update(material).digest('hex');
+  const step = keyer.stepAttempt(RUN, 'plan', { b: 1, a: [true, null] });
+  assert.equal(step.key, hmac('["intentkey/step/v1","acme","run-42","plan"]'));
+  assert.equal(step.fingerprint, hmac('["intentkey/step-input/v1","acme","run-42","plan",{"a":[true,null],"b":1}]'));
+  assert.equal(step.actionType, 'step:plan');
+  const call = keyer.toolCallAttempt(RUN, 'pix.send', { amount: '150', currency: 'brl', pix_key: 'Ana@Example.com', remittance: 'Rent' });
+  assert.equal(
+    call.key,
+    hmac('["intentkey/tool-call/v1","acme","pix.send","run-42",{"amount":"150.00","currency":"BRL","pix_key":"ana@example.com"}]'),
+  );
+  assert.equal(call.fingerprint, keyer.fingerprint('acme', 'pix.send', { amount: '150', currency: 'brl', pix_key: 'Ana@Example.com' }));
+});
 
 function journalSuite(name, makeStore) {
   describe(`journal on ${name}`, () => {
