@@ -38,6 +38,11 @@ pub(crate) fn code_in(code: wit::ErrorCode) -> ErrorCode {
         wit::ErrorCode::ComponentFailed => ErrorCode::ComponentFailed,
         wit::ErrorCode::InvalidKeyring => ErrorCode::InvalidKeyring,
         wit::ErrorCode::SecretRetired => ErrorCode::SecretRetired,
+        wit::ErrorCode::InvalidStepName => ErrorCode::InvalidStepName,
+        wit::ErrorCode::InvalidStepOutput => ErrorCode::InvalidStepOutput,
+        wit::ErrorCode::StepOutputTooLarge => ErrorCode::StepOutputTooLarge,
+        wit::ErrorCode::StepInFlight => ErrorCode::StepInFlight,
+        wit::ErrorCode::StepInputChanged => ErrorCode::StepInputChanged,
     }
 }
 
