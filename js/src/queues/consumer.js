@@ -250,20 +250,20 @@ export function createConsumer(options, who) {
     const retryAt = Math.max(until, t);
     const error = new IntentkeyQueueError(
       'in-flight',
-      `intentkey: ${label(job)}: its intent (key ${key}) is ${reason}; retry at ${new Date(retryAt * 1000).toISOString()}`,
+      `intentkey: ${label(job)}: in-flight: its intent (key ${key}) is ${reason}; retry at ${new Date(retryAt * 1000).toISOString()}`,
       { key, jobId: job?.id ?? undefined, retryAt },
     );
     await report({ job, key, outcome: 'waiting', reason, retryAt });
     return { action: 'wait', delayMs: (retryAt - t) * 1000 + MARGIN_MS, error, key };
   }
 
-  async function fail(job, key, error) {
-    await report({ job, key, outcome: error.code ?? 'invalid-intent', error });
+  async function fail(job, key, error, outcome = error.code) {
+    await report({ job, key, outcome, error });
     return { action: 'fail', error, key };
   }
 
   function permanent(job, key, code, message) {
-    return new IntentkeyQueueError(code, `intentkey: ${label(job)}: ${message}`, { key, jobId: job?.id ?? undefined });
+    return new IntentkeyQueueError(code, `intentkey: ${label(job)}: ${code}: ${message}`, { key, jobId: job?.id ?? undefined });
   }
 
   async function released(job, key, r) {
@@ -286,7 +286,7 @@ export function createConsumer(options, who) {
     } catch (e) {
       return rethrow(e, job, key);
     }
-    if (misuse.error !== null) return fail(job, key, misuse.error);
+    if (misuse.error !== null) return fail(job, key, misuse.error, 'invalid-lookup');
     switch (rec.outcome) {
       case 'not-due':
         return wait(job, key, 'in flight (another delivery may still be running it)', rec.dueAt);
@@ -334,7 +334,7 @@ export function createConsumer(options, who) {
       input = claimInput(await intent(job), guard.keyer, where);
     } catch (e) {
       // A job whose intent cannot be keyed never can be: fail it for good.
-      return fail(job, undefined, e);
+      return fail(job, undefined, e, 'invalid-intent');
     }
     const run = effectFor(job);
     for (let round = 0; round < ROUNDS; round++) {
