@@ -210,7 +210,9 @@ export function queueSuite(name, { skip, driver: makeDriver }) {
       const q = await driver.start(c.options, { concurrency: 3 });
       try {
         const ids = {};
-        for (const id of ['rec-found', 'rec-absent', 'rec-unknown']) ids[id] = await q.add({ intentId: id, payment: payment(5) });
+        for (const id of ['rec-found', 'rec-absent', 'rec-unknown']) {
+          ids[id] = await q.add({ intentId: id, payment: payment(5) }, { retries: driver.inFlightRetries });
+        }
         const found = await until(async () => (await q.job(ids['rec-found'])).state === 'completed' && q.job(ids['rec-found']), 'found');
         assert.deepEqual(found.value, { paid: 'rec-found', by: 'the destination' }, 'the destination’s answer is the result');
         const absent = await until(async () => (await q.job(ids['rec-absent'])).state === 'completed' && q.job(ids['rec-absent']), 'absent');
