@@ -7,7 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { createGuard, createKeyer, IntentkeyError, pgStore, refused } from '../../src/index.js';
+import { createGuard, createKeyer, pgStore, refused } from '../../src/index.js';
 import { freshSchema } from './pg.js';
 import { payment, SECRET } from './queue-trials.js';
 
@@ -279,4 +279,3 @@ export function queueSuite(name, { skip, driver: makeDriver }) {
   });
 }
 
-export { IntentkeyError };
