@@ -78,6 +78,11 @@ fn code_out(code: ErrorCode) -> wit::ErrorCode {
         ErrorCode::ComponentFailed => wit::ErrorCode::ComponentFailed,
         ErrorCode::InvalidKeyring => wit::ErrorCode::InvalidKeyring,
         ErrorCode::SecretRetired => wit::ErrorCode::SecretRetired,
+        ErrorCode::InvalidStepName => wit::ErrorCode::InvalidStepName,
+        ErrorCode::InvalidStepOutput => wit::ErrorCode::InvalidStepOutput,
+        ErrorCode::StepOutputTooLarge => wit::ErrorCode::StepOutputTooLarge,
+        ErrorCode::StepInFlight => wit::ErrorCode::StepInFlight,
+        ErrorCode::StepInputChanged => wit::ErrorCode::StepInputChanged,
     }
 }
 
