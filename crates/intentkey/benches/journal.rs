@@ -40,7 +40,12 @@ fn bench(c: &mut Criterion) {
     group.bench_function("intent-hmac key (baseline)", |b| {
         b.iter(|| {
             keyer
-                .intent_key("acme", black_box("rent-2026-03"), 1_764_547_200, KeyLength::FULL)
+                .intent_key(
+                    "acme",
+                    black_box("rent-2026-03"),
+                    1_764_547_200,
+                    KeyLength::FULL,
+                )
                 .unwrap()
         })
     });
@@ -48,7 +53,11 @@ fn bench(c: &mut Criterion) {
         b.iter(|| keyer.step_attempt(black_box(&run), "plan", None).unwrap())
     });
     group.bench_function("step attempt, a 2-message prompt as input", |b| {
-        b.iter(|| keyer.step_attempt(black_box(&run), "plan", Some(&prompt)).unwrap())
+        b.iter(|| {
+            keyer
+                .step_attempt(black_box(&run), "plan", Some(&prompt))
+                .unwrap()
+        })
     });
     let intent = Intent {
         tenant_id: "acme",
