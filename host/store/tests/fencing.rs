@@ -32,7 +32,7 @@ use intentkey_store::{open, Store};
 
 use common::{
     attempt, open_effects, read_report, record_effect, spawn_child, temp_path, wait_for_file,
-    wait_ok, write_report, EffectsFile, PgSchema, Report, TempSqlite,
+    wait_ok, write_report, EffectsFile, PgSchema, RedisPrefix, Report, TempSqlite,
 };
 
 /// When the scenarios' records are claimed.
@@ -908,4 +908,53 @@ fn fast_completion_postgres() {
         return;
     };
     fast_completion(&schema.url(), "postgres fast completion");
+}
+
+// ---------------------------------------------------------------------------
+// The same on Redis (database 1, a key prefix of each test's own).
+
+#[test]
+fn recovery_race_redis_processes() {
+    let Some(p) = RedisPrefix::new("recovery_race_redis") else {
+        return;
+    };
+    recovery_race(&p.url(), "redis recovery race");
+}
+
+#[test]
+fn superseded_owner_redis_processes() {
+    let Some(p) = RedisPrefix::new("superseded_owner_redis") else {
+        return;
+    };
+    superseded_owner(&p.url(), "redis superseded owner");
+}
+
+#[test]
+fn not_due_redis_processes() {
+    let Some(p) = RedisPrefix::new("not_due_redis") else {
+        return;
+    };
+    let store = open(&p.url()).unwrap();
+    not_due(&Runner::Child(p.url()), store.as_ref(), "redis not due");
+}
+
+#[test]
+fn outcome_classes_redis_processes() {
+    let Some(p) = RedisPrefix::new("outcome_classes_redis") else {
+        return;
+    };
+    let store = open(&p.url()).unwrap();
+    outcome_classes(
+        &Runner::Child(p.url()),
+        store.as_ref(),
+        "redis outcome classes",
+    );
+}
+
+#[test]
+fn fast_completion_redis() {
+    let Some(p) = RedisPrefix::new("fast_completion_redis") else {
+        return;
+    };
+    fast_completion(&p.url(), "redis fast completion");
 }
