@@ -829,3 +829,74 @@ fn redis_purge_runs_in_batches() {
     assert_eq!(store.purge(1_700_000_010).unwrap(), n as u64);
     assert_eq!(store.list(None, 10).unwrap().len(), 1);
 }
+
+/// Rust and Node share one Redis and the same records: a key the Node store
+/// completed is replayed here, one this store completed (or holds in flight)
+/// is replayed (or a 409) there. Runs `js/test/support/redis-interop.mjs`
+/// with `node`; it needs the npm package built (`cd js && npm ci && npm run
+/// build`), else it is skipped (and fails under `CI=true`).
+#[test]
+fn redis_node_and_rust_share_records() {
+    let Some(p) = RedisPrefix::new("redis_interop") else {
+        return;
+    };
+    let js = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../js");
+    let script = js.join("test/support/redis-interop.mjs");
+    let built = js.join("vendor/intentkey.js").exists() && js.join("node_modules/ioredis").exists();
+    let node_ok = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !(built && node_ok) {
+        let why = "redis_node_and_rust_share_records: needs node and the npm package built (cd js && npm ci && npm run build)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        common::skipped(why);
+        return;
+    }
+    let node = |key: &str, body: &str| -> String {
+        let out = std::process::Command::new("node")
+            .arg(&script)
+            .args([p.url().as_str(), key, body])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "node: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let store = open(&p.url()).unwrap();
+    let guard = Guard::new(store.as_ref());
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    // Claimed and completed by Node: a replay here.
+    assert_eq!(
+        node("from-node", "node"),
+        r#"{"outcome":"owned","replayed":false,"status":201,"body":"node"}"#
+    );
+    let replay = guard
+        .run(&attempt("from-node", "fp"), now, |_| panic!("must not run"))
+        .unwrap();
+    assert_eq!(
+        (replay.outcome.as_str(), replay.replayed, replay.body_text()),
+        ("done", true, "node")
+    );
+    // Completed here (a binary-safe body, a header): a replay there.
+    guard
+        .run(&attempt("from-rust", "fp"), now, |_| {
+            Response::new(201, "text/plain", b"rust".to_vec()).with_header("Location", "/r/1")
+        })
+        .unwrap();
+    assert_eq!(
+        node("from-rust", "other"),
+        r#"{"outcome":"done","replayed":true,"status":201,"body":"rust"}"#
+    );
+    // In flight here: a 409 there, and the record stays this owner's.
+    let owner = guard.claim(&attempt("held-by-rust", "fp"), now).unwrap();
+    let busy = node("held-by-rust", "node");
+    assert!(busy.contains(r#""outcome":"in-flight""#) && busy.contains(r#""status":409"#), "{busy}");
+    assert_eq!(store.get("held-by-rust").unwrap().unwrap().owner_token, owner.owner_token);
+    assert_eq!(store.list(None, 10).unwrap().len(), 3);
+}
