@@ -148,7 +148,9 @@ impl RedisStore {
             .chunks(2)
             .map(|kv| match kv {
                 [k, v] => decode(k, v),
-                _ => Err(StoreError::fatal("redis: the list script answered an odd count")),
+                _ => Err(StoreError::fatal(
+                    "redis: the list script answered an odd count",
+                )),
             })
             .collect()
     }

@@ -17,6 +17,8 @@
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/redis_db.rs"]
+mod redis_db;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -32,8 +34,9 @@ use intentkey_store::{open, Store};
 
 use common::{
     attempt, open_effects, read_report, record_effect, spawn_child, temp_path, wait_for_file,
-    wait_ok, write_report, EffectsFile, PgSchema, RedisPrefix, Report, TempSqlite,
+    wait_ok, write_report, EffectsFile, PgSchema, Report, TempSqlite,
 };
+use redis_db::RedisPrefix;
 
 /// When the scenarios' records are claimed.
 const NOW: i64 = 1_700_000_000;

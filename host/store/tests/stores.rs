@@ -10,6 +10,8 @@
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/redis_db.rs"]
+mod redis_db;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -25,8 +27,9 @@ use intentkey_store::{open, Store};
 
 use common::{
     attempt, open_effects, rand_u32, record_effect, spawn_child, temp_path, EffectsFile, PgSchema,
-    RedisPrefix, TempSqlite,
+    TempSqlite,
 };
+use redis_db::RedisPrefix;
 
 /// A fake destination: counts effects per key, answers look-ups.
 #[derive(Default)]
@@ -711,7 +714,7 @@ fn redis_ttl_only_on_done_records_and_purge_cleans_the_indexes() {
         return;
     };
     let store = open(&p.url()).unwrap();
-    let mut admin = common::redis_admin("redis_ttl").unwrap();
+    let mut admin = redis_db::redis_admin("redis_ttl").unwrap();
     let rec = |key: &str| format!("{}:rec:{key}", p.prefix);
     let done_idx = format!("{}:idx:done", p.prefix);
     let exp_idx = format!("{}:exp", p.prefix);
@@ -734,31 +737,57 @@ fn redis_ttl_only_on_done_records_and_purge_cleans_the_indexes() {
     // In flight: no TTL, however old; the value is the core's layout.
     let owner = guard.claim(&attempt("ttl-flight", "fp"), 0).unwrap();
     assert_eq!(owner.outcome, ClaimOutcome::Owned);
-    assert_eq!(pttl(&mut admin, "ttl-flight"), -1, "an in-flight record has no TTL");
-    let raw: String = redis::cmd("GET").arg(rec("ttl-flight")).query(&mut admin).unwrap();
-    assert!(raw.starts_with(&format!("ik1 in_flight {} 0 0 - -\n", owner.owner_token)), "{raw}");
+    assert_eq!(
+        pttl(&mut admin, "ttl-flight"),
+        -1,
+        "an in-flight record has no TTL"
+    );
+    let raw: String = redis::cmd("GET")
+        .arg(rec("ttl-flight"))
+        .query(&mut admin)
+        .unwrap();
+    assert!(
+        raw.starts_with(&format!("ik1 in_flight {} 0 0 - -\n", owner.owner_token)),
+        "{raw}"
+    );
     // A recovery that leaves it in flight (unknown) gives it no TTL either.
     let unknown = FakeDestination {
         unknown: true,
         ..FakeDestination::default()
     };
     let r = guard.recover("ttl-flight", &unknown, 1000, None).unwrap();
-    assert!(matches!(r.outcome, Recovered::Applied(RecoveryAction::CheckLater { .. })), "{r:?}");
+    assert!(
+        matches!(
+            r.outcome,
+            Recovered::Applied(RecoveryAction::CheckLater { .. })
+        ),
+        "{r:?}"
+    );
     assert_eq!(pttl(&mut admin, "ttl-flight"), -1);
 
     // Done, expiry in the future: a TTL to it.
     guard.run(&attempt("ttl-done", "fp"), now, ok).unwrap();
     let t = pttl(&mut admin, "ttl-done");
-    assert!((3_590_000..=3_600_000).contains(&t), "done record TTL {t} ms");
+    assert!(
+        (3_590_000..=3_600_000).contains(&t),
+        "done record TTL {t} ms"
+    );
     // Done, expiry already past (a test epoch): no TTL; purge deletes it.
-    guard.run(&attempt("ttl-past", "fp"), 1_700_000_000, ok).unwrap();
+    guard
+        .run(&attempt("ttl-past", "fp"), 1_700_000_000, ok)
+        .unwrap();
     assert_eq!(pttl(&mut admin, "ttl-past"), -1);
     // Recovery that records a done outcome: a TTL too.
     let found = FakeDestination::default();
-    guard.claim(&attempt("ttl-found", "fp"), now - 1000).unwrap();
+    guard
+        .claim(&attempt("ttl-found", "fp"), now - 1000)
+        .unwrap();
     found.pay("ttl-found");
     let r = guard.recover("ttl-found", &found, now, None).unwrap();
-    assert!(matches!(r.outcome, Recovered::Applied(RecoveryAction::RecordDone(_))), "{r:?}");
+    assert!(
+        matches!(r.outcome, Recovered::Applied(RecoveryAction::RecordDone(_))),
+        "{r:?}"
+    );
     assert!(pttl(&mut admin, "ttl-found") > 3_500_000);
 
     // Redis expires two done records (1 s TTL); their index members stay.
@@ -769,7 +798,10 @@ fn redis_ttl_only_on_done_records_and_purge_cleans_the_indexes() {
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while pttl(&mut admin, "ttl-short-b") != -2 {
-        assert!(std::time::Instant::now() < deadline, "Redis did not expire the record");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis did not expire the record"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     for key in ["ttl-short-a", "ttl-short-b"] {
@@ -782,10 +814,17 @@ fn redis_ttl_only_on_done_records_and_purge_cleans_the_indexes() {
         .into_iter()
         .map(|r| r.key)
         .collect();
-    assert_eq!(listed, ["ttl-past", "ttl-found", "ttl-done"], "list skips what Redis expired");
+    assert_eq!(
+        listed,
+        ["ttl-past", "ttl-found", "ttl-done"],
+        "list skips what Redis expired"
+    );
     // A new claim of an expired key replaces its leftovers.
     assert_eq!(
-        guard.claim(&attempt("ttl-short-a", "fp"), now).unwrap().outcome,
+        guard
+            .claim(&attempt("ttl-short-a", "fp"), now)
+            .unwrap()
+            .outcome,
         ClaimOutcome::Owned
     );
     assert_eq!(score(&mut admin, &done_idx, "ttl-short-a"), None);
@@ -859,7 +898,11 @@ fn redis_node_and_rust_share_records() {
             .args([p.url().as_str(), key, body])
             .output()
             .unwrap();
-        assert!(out.status.success(), "node: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "node: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     };
     let store = open(&p.url()).unwrap();
@@ -896,7 +939,13 @@ fn redis_node_and_rust_share_records() {
     // In flight here: a 409 there, and the record stays this owner's.
     let owner = guard.claim(&attempt("held-by-rust", "fp"), now).unwrap();
     let busy = node("held-by-rust", "node");
-    assert!(busy.contains(r#""outcome":"in-flight""#) && busy.contains(r#""status":409"#), "{busy}");
-    assert_eq!(store.get("held-by-rust").unwrap().unwrap().owner_token, owner.owner_token);
+    assert!(
+        busy.contains(r#""outcome":"in-flight""#) && busy.contains(r#""status":409"#),
+        "{busy}"
+    );
+    assert_eq!(
+        store.get("held-by-rust").unwrap().unwrap().owner_token,
+        owner.owner_token
+    );
     assert_eq!(store.list(None, 10).unwrap().len(), 3);
 }

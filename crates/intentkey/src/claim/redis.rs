@@ -417,7 +417,7 @@ fn from_hex(key: &str, hex: &str) -> crate::Result<Vec<u8>> {
         _ => None,
     };
     let bytes = hex.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(malformed(key, "its body is not hex"));
     }
     bytes
@@ -445,10 +445,13 @@ pub fn decode(key: &str, value: &str) -> crate::Result<Record> {
         return Err(malformed(key, "its header does not have 7 fields"));
     };
     if layout != LAYOUT {
-        return Err(malformed(key, &format!("its layout is {layout:?}, not {LAYOUT}")));
+        return Err(malformed(
+            key,
+            &format!("its layout is {layout:?}, not {LAYOUT}"),
+        ));
     }
-    let status =
-        Status::parse(status).ok_or_else(|| malformed(key, &format!("unknown status {status:?}")))?;
+    let status = Status::parse(status)
+        .ok_or_else(|| malformed(key, &format!("unknown status {status:?}")))?;
     let [fingerprint, tenant_id, action_type]: [String; 3] = serde_json::from_str(identity)
         .map_err(|_| malformed(key, "its identity is not a JSON array of 3 strings"))?;
     let response = if response.is_empty() {
@@ -503,13 +506,21 @@ mod tests {
         r.next_lookup_at = Some(1_700_000_240);
         assert_eq!(decode("k", &encode(&r)), Ok(r.clone()));
         r.complete(
-            Response::new(200, "application/octet-stream", (0..=255u8).collect::<Vec<_>>())
-                .with_header("Location", "/x"),
+            Response::new(
+                200,
+                "application/octet-stream",
+                (0..=255u8).collect::<Vec<_>>(),
+            )
+            .with_header("Location", "/x"),
             10,
             i64::MAX,
         );
         let value = encode(&r);
-        assert_eq!(value.lines().count(), 3, "the identity line has no raw newline");
+        assert_eq!(
+            value.lines().count(),
+            3,
+            "the identity line has no raw newline"
+        );
         assert_eq!(decode("k", &value), Ok(r));
         let empty = Response::new(204, "", Vec::new());
         let mut r = record();
@@ -520,7 +531,14 @@ mod tests {
 
     #[test]
     fn malformed_values_are_store_failed() {
-        for bad in ["", "ik1 done", "ik2 done t 1 0 - -\n[]\n", "ik1 done t 1 0 - -\n[1]\n", "ik1 done t x 0 - -\n[\"a\",\"b\",\"c\"]\n", "ik1 done t 1 0 - -\n[\"a\",\"b\",\"c\"]\n[200,\"\",[],\"zz\"]"] {
+        for bad in [
+            "",
+            "ik1 done",
+            "ik2 done t 1 0 - -\n[]\n",
+            "ik1 done t 1 0 - -\n[1]\n",
+            "ik1 done t x 0 - -\n[\"a\",\"b\",\"c\"]\n",
+            "ik1 done t 1 0 - -\n[\"a\",\"b\",\"c\"]\n[200,\"\",[],\"zz\"]",
+        ] {
             let e = decode("k", bad).unwrap_err();
             assert_eq!(e.code().as_str(), "store-failed", "{bad:?}");
         }
@@ -529,7 +547,10 @@ mod tests {
     #[test]
     fn the_scripts_share_the_prelude_and_the_header_format() {
         for (name, source) in scripts() {
-            assert!(source.starts_with("-- intentkey Redis layout ik1"), "{name}");
+            assert!(
+                source.starts_with("-- intentkey Redis layout ik1"),
+                "{name}"
+            );
             assert!(!source.contains("cjson"), "{name}: no JSON re-encoding");
             assert!(!source.contains("EXPIRE',") || name != "insert");
         }
