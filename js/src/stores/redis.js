@@ -157,6 +157,9 @@ export async function redisStore(options = {}) {
     const Redis = await loadDriver();
     // Fail fast while Redis is down (store-unavailable) instead of queueing commands.
     client = new Redis(split.url, { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false });
+    // Failures reach the caller through the operations (store-unavailable); the
+    // client's own reconnect errors are not logged as unhandled.
+    client.on('error', () => {});
     owned = true;
   } else if (typeof client.evalsha !== 'function') {
     throw new TypeError('redisStore({ client }) needs an ioredis client');
