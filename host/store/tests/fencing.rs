@@ -10,8 +10,9 @@
 //! the file in `IK_OUT`.
 //!
 //! PostgreSQL tests use 127.0.0.1:5432 (trust auth, database `test`), each in
-//! a schema of its own. Without a server they fail under `CI=true` and print
-//! `SKIPPED: <test>: …` otherwise.
+//! a schema of its own; Redis tests use 127.0.0.1:6379 database 1, each under
+//! a key prefix of its own. Without a server they fail under `CI=true` and
+//! print `SKIPPED: <test>: …` otherwise.
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
