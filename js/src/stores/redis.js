@@ -163,6 +163,10 @@ export async function redisStore(options = {}) {
     owned = true;
   } else if (typeof client.evalsha !== 'function') {
     throw new TypeError('redisStore({ client }) needs an ioredis client');
+  } else if (client.options?.keyPrefix) {
+    // The scripts build record keys from the prefix they are given; ioredis's
+    // keyPrefix would apply to some keys and not to those.
+    throw new TypeError("redisStore({ client }): use the store's prefix option, not the client's keyPrefix");
   }
   prefix ??= redisDefaultPrefix;
   if (typeof prefix !== 'string' || prefix === '' || /\s/.test(prefix)) {
