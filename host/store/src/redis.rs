@@ -7,7 +7,8 @@
 //! TTL. What Redis persistence the guarantee needs is in the README
 //! ("Redis").
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use intentkey::claim::redis as layout;
@@ -19,6 +20,9 @@ use super::{Store, StoreError};
 /// How long connecting, and each reply, may take before the operation fails
 /// as retryable.
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// At most this many connections per store, opened as threads need them.
+const POOL: usize = 8;
 
 /// The core's scripts, loaded once (each invocation is `EVALSHA`, falling
 /// back to `EVAL` when the server does not know it yet).
@@ -45,8 +49,9 @@ impl Scripts {
 }
 
 /// Records in Redis: `{prefix}:rec:{key}` strings and per-status sorted-set
-/// indexes (`docs/store-schema.md`, "Redis"). One connection behind a mutex,
-/// re-established after a failure; an operation that meets a dropped
+/// indexes (`docs/store-schema.md`, "Redis"). A small pool of connections
+/// (up to 8, each behind a mutex, opened when threads first need them),
+/// each re-established after a failure: an operation that meets a dropped
 /// connection fails with a retryable error (every operation is one script or
 /// one command, so nothing is half-done) and the next one reconnects.
 pub struct RedisStore {
@@ -55,7 +60,8 @@ pub struct RedisStore {
     shown: String,
     prefix: String,
     scripts: Scripts,
-    connection: Mutex<Option<Connection>>,
+    pool: Vec<Mutex<Option<Connection>>>,
+    next: AtomicUsize,
 }
 
 impl RedisStore {
@@ -76,7 +82,8 @@ impl RedisStore {
             shown,
             prefix,
             scripts: Scripts::new(),
-            connection: Mutex::new(None),
+            pool: (0..POOL).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
         };
         store.with(|c| redis::cmd("PING").query::<String>(c))?;
         Ok(store)
@@ -87,11 +94,35 @@ impl RedisStore {
         &self.prefix
     }
 
+    /// A free connection slot (an open one first), or else the next one in turn.
+    fn slot(&self) -> MutexGuard<'_, Option<Connection>> {
+        let mut empty = None;
+        for slot in &self.pool {
+            match slot.try_lock() {
+                Ok(guard) if guard.is_some() => return guard,
+                Ok(guard) => {
+                    if empty.is_none() {
+                        empty = Some(guard);
+                    } else {
+                        drop(guard);
+                    }
+                }
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        if let Some(guard) = empty {
+            return guard;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len();
+        lock(&self.pool[i])
+    }
+
     fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
-        let mut slot = lock(&self.connection);
+        let mut slot = self.slot();
         if slot.is_none() {
             let c = self
                 .client

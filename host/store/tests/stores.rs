@@ -544,6 +544,29 @@ fn race_processes_postgres() {
     race_processes(&schema.url(), "postgres processes");
 }
 
+/// One Redis store shared by 16 threads (its connection pool), racing.
+#[test]
+fn race_threads_redis_one_store() {
+    let Some(prefix) = RedisPrefix::new("race_threads_redis") else {
+        return;
+    };
+    let store = open(&prefix.url()).unwrap();
+    let barrier = Barrier::new(CONTENDERS);
+    let owned: Vec<Vec<String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CONTENDERS)
+            .map(|c| {
+                let (store, barrier) = (store.as_ref(), &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    contend(store, c)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_one_owner_per_key(&owned, store.as_ref(), "redis threads, one store");
+}
+
 #[test]
 fn race_processes_redis() {
     let Some(prefix) = RedisPrefix::new("race_processes_redis") else {
