@@ -23,6 +23,7 @@ export type * from './stores/types.js';
 export { memoryStore } from './stores/memory.js';
 export { sqliteStore } from './stores/sqlite.js';
 export { pgStore } from './stores/pg.js';
+export { redisStore } from './stores/redis.js';
 
 export interface GuardOptions {
   store: Store;

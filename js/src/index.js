@@ -12,6 +12,7 @@ export { IntentkeyRefused, jsonResponse, refused } from './guard.js';
 export { memoryStore } from './stores/memory.js';
 export { sqliteStore } from './stores/sqlite.js';
 export { pgStore } from './stores/pg.js';
+export { redisStore } from './stores/redis.js';
 export { createGuard, createJournal } from './node-core.js';
 
 export const {

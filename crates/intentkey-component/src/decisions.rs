@@ -91,4 +91,22 @@ impl schema::Guest for Component {
     fn migration_lock() -> i64 {
         core::schema::MIGRATION_LOCK
     }
+
+    fn redis_scripts() -> Vec<schema::RedisScript> {
+        core::redis::scripts()
+            .into_iter()
+            .map(|(name, source)| schema::RedisScript {
+                name: name.to_owned(),
+                source: source.to_owned(),
+            })
+            .collect()
+    }
+
+    fn redis_default_prefix() -> String {
+        core::redis::DEFAULT_PREFIX.to_owned()
+    }
+
+    fn redis_batch() -> u32 {
+        core::redis::BATCH
+    }
 }

@@ -1,9 +1,12 @@
-//! A guarded intent against the statements it cannot do without, on SQLite
-//! and PostgreSQL.
+//! A guarded intent against the statements it cannot do without, on SQLite,
+//! PostgreSQL and Redis.
 //!
 //! `cargo bench -p intentkey-store --bench store` (PostgreSQL at
-//! 127.0.0.1:5432, database `test`; its part is skipped with a message when
-//! the server is unreachable).
+//! 127.0.0.1:5432, database `test`; Redis at 127.0.0.1:6379, database 3; each
+//! part is skipped with a message when its server is unreachable). Redis's
+//! floor is `SET … NX` then `SET … XX` (no script, no index, no fencing);
+//! its "non-durable connection" is a second connection (Redis has no
+//! per-write durability), and its round trip is `PING`.
 //!
 //! Per intent, one at a time:
 //! - (a) the two-commit floor: a bare `INSERT … ON CONFLICT DO NOTHING` and a
@@ -186,6 +189,85 @@ impl Floor for PgFloor {
     fn round_trip(&mut self) {
         let one: i32 = self.client.query_one(&self.select, &[]).unwrap().get(0);
         assert_eq!(one, 1);
+    }
+}
+
+/// Redis's floor: a bare `SET NX` (the claim without its index) and a bare
+/// `SET XX` (the completion without its fence), on connections of its own.
+struct RedisFloor {
+    conn: redis::Connection,
+    fast: redis::Connection,
+    prefix: String,
+}
+
+impl RedisFloor {
+    fn set(conn: &mut redis::Connection, key: &str, mode: &str) {
+        let ok: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg("ik1 in_flight 0123456789abcdef0123456789abcdef 1700000000 0 - -\n[\"fp\",\"t\",\"a\"]\n")
+            .arg(mode)
+            .query(conn)
+            .unwrap();
+        assert_eq!(ok.as_deref(), Some("OK"));
+    }
+}
+
+impl Floor for RedisFloor {
+    fn insert(&mut self, key: &str) {
+        Self::set(
+            &mut self.conn,
+            &format!("{}:floor:{key}", self.prefix),
+            "NX",
+        );
+    }
+    fn update(&mut self, key: &str) {
+        Self::set(
+            &mut self.conn,
+            &format!("{}:floor:{key}", self.prefix),
+            "XX",
+        );
+    }
+    fn update_fast(&mut self, key: &str) {
+        Self::set(
+            &mut self.fast,
+            &format!("{}:floor:{key}", self.prefix),
+            "XX",
+        );
+    }
+    fn round_trip(&mut self) {
+        let pong: String = redis::cmd("PING").query(&mut self.conn).unwrap();
+        assert_eq!(pong, "PONG");
+    }
+}
+
+const REDIS_BASE: &str = "redis://127.0.0.1:6379/3";
+
+/// This run's Redis prefix, its store URL and a floor; `None` when unreachable.
+fn redis_setup() -> Option<(String, String, RedisFloor)> {
+    let connect = || redis::Client::open(REDIS_BASE).and_then(|c| c.get_connection());
+    let (conn, fast) = match (connect(), connect()) {
+        (Ok(conn), Ok(fast)) => (conn, fast),
+        (Err(e), _) | (_, Err(e)) => {
+            println!("SKIPPED: Redis benchmarks: not reachable at {REDIS_BASE} ({e})");
+            return None;
+        }
+    };
+    let prefix = format!("ik-bench-{}", std::process::id());
+    let url = format!("{REDIS_BASE}?prefix={prefix}");
+    Some((prefix.clone(), url, RedisFloor { conn, fast, prefix }))
+}
+
+/// Deletes the keys under this run's prefix (never FLUSHDB).
+fn redis_cleanup(prefix: &str) {
+    let Ok(mut c) = redis::Client::open(REDIS_BASE).and_then(|c| c.get_connection()) else {
+        return;
+    };
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut c)
+        .unwrap_or_default();
+    for chunk in keys.chunks(1000) {
+        let _: Result<i64, _> = redis::cmd("DEL").arg(chunk).query(&mut c);
     }
 }
 
@@ -575,11 +657,22 @@ fn main() {
         Some((schema, url, floor)) => (Some(schema), Some(open(&url).unwrap()), Some(floor)),
         None => (None, None, None),
     };
+    let (redis_prefix, redis_store, redis_floor) = match redis_setup() {
+        Some((prefix, url, floor)) => (Some(prefix), Some(open(&url).unwrap()), Some(floor)),
+        None => (None, None, None),
+    };
     {
         let mut subjects = vec![sqlite_subject(sqlite.as_ref(), &path)];
         if let (Some(store), Some(floor)) = (pg_store.as_ref(), pg_floor) {
             subjects.push(Subject {
                 name: "PostgreSQL 15 (loopback)",
+                floor: Box::new(floor),
+                store: store.as_ref(),
+            });
+        }
+        if let (Some(store), Some(floor)) = (redis_store.as_ref(), redis_floor) {
+            subjects.push(Subject {
+                name: "Redis 7.0 (loopback, no persistence)",
                 floor: Box::new(floor),
                 store: store.as_ref(),
             });
@@ -598,6 +691,10 @@ fn main() {
     drop(sqlite);
     remove_sqlite(&path);
     drop(pg_store);
+    drop(redis_store);
+    if let Some(prefix) = redis_prefix {
+        redis_cleanup(&prefix);
+    }
     if let Some(schema) = pg_schema {
         if let Ok(mut client) = postgres::Client::connect(PG_BASE, postgres::NoTls) {
             let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));

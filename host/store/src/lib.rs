@@ -11,7 +11,9 @@
 //!
 //! Stores: [`MemoryStore`]; `SqliteStore` (cargo feature `sqlite`, on by
 //! default: the embedded store); `PostgresStore` (cargo feature `postgres`:
-//! many app servers share one unique index). [`open`] picks one by URL.
+//! many app servers share one unique index); `RedisStore` (cargo feature
+//! `redis`: many app servers share one Redis, through the core's Lua
+//! scripts). [`open`] picks one by URL.
 //!
 //! ```
 //! use intentkey::claim::{Attempt, ClaimFlow, ClaimOutcome};
@@ -35,6 +37,8 @@ mod memory;
 pub mod pg_sql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -50,6 +54,8 @@ pub use self::guard::Gateway;
 pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
+#[cfg(feature = "redis")]
+pub use self::redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
 
@@ -233,11 +239,14 @@ pub fn run_flow<F: Flow>(
     drive(flow, &mut Driven(store), &mut ask).map_err(StoreError::from)
 }
 
-/// Opens a store by URL: `memory:`, `sqlite:PATH` or `postgres://…`.
+/// Opens a store by URL: `memory:`, `sqlite:PATH`, `postgres://…` or
+/// `redis://[user:password@]host:port[/db][?prefix=P]` (every key the Redis
+/// store writes starts with `P:`; default `intentkey`).
 ///
-/// `sqlite:` needs the cargo feature `sqlite` (on by default) and
-/// `postgres://` the feature `postgres`; without its feature a scheme is
-/// refused with an error that names the feature.
+/// `sqlite:` needs the cargo feature `sqlite` (on by default),
+/// `postgres://` the feature `postgres` and `redis://` the feature `redis`;
+/// without its feature a scheme is refused with an error that names the
+/// feature.
 ///
 /// # Errors
 /// An unknown scheme, a scheme whose feature is off, or the store cannot be
@@ -249,9 +258,11 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
         open_sqlite(path)
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         open_postgres(url)
+    } else if url.starts_with("redis://") || url.starts_with("rediss://") {
+        open_redis(url)
     } else {
         Err(StoreError::fatal(format!(
-            "unknown store URL {url:?}: use memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB"
+            "unknown store URL {url:?}: use memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB, or redis://HOST:PORT/DB"
         )))
     }
 }
@@ -276,8 +287,18 @@ fn open_postgres(_url: &str) -> Result<Box<dyn Store>, StoreError> {
     Err(missing_feature("postgres://", "postgres"))
 }
 
+#[cfg(feature = "redis")]
+fn open_redis(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(Box::new(RedisStore::connect(url)?))
+}
+
+#[cfg(not(feature = "redis"))]
+fn open_redis(_url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(missing_feature("redis://", "redis"))
+}
+
 /// The error for a URL scheme whose store was compiled out.
-#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+#[cfg(not(all(feature = "sqlite", feature = "postgres", feature = "redis")))]
 fn missing_feature(scheme: &str, feature: &str) -> StoreError {
     StoreError::fatal(format!(
         "a {scheme} store needs intentkey-store's cargo feature `{feature}`, which this build \

@@ -10,13 +10,16 @@
 //! the file in `IK_OUT`.
 //!
 //! PostgreSQL tests use 127.0.0.1:5432 (trust auth, database `test`), each in
-//! a schema of its own. Without a server they fail under `CI=true` and print
-//! `SKIPPED: <test>: …` otherwise.
+//! a schema of its own; Redis tests use 127.0.0.1:6379 database 1, each under
+//! a key prefix of its own. Without a server they fail under `CI=true` and
+//! print `SKIPPED: <test>: …` otherwise.
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/redis_db.rs"]
+mod redis_db;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -34,6 +37,7 @@ use common::{
     attempt, open_effects, read_report, record_effect, spawn_child, temp_path, wait_for_file,
     wait_ok, write_report, EffectsFile, PgSchema, Report, TempSqlite,
 };
+use redis_db::RedisPrefix;
 
 /// When the scenarios' records are claimed.
 const NOW: i64 = 1_700_000_000;
@@ -908,4 +912,53 @@ fn fast_completion_postgres() {
         return;
     };
     fast_completion(&schema.url(), "postgres fast completion");
+}
+
+// ---------------------------------------------------------------------------
+// The same on Redis (database 1, a key prefix of each test's own).
+
+#[test]
+fn recovery_race_redis_processes() {
+    let Some(p) = RedisPrefix::new("recovery_race_redis") else {
+        return;
+    };
+    recovery_race(&p.url(), "redis recovery race");
+}
+
+#[test]
+fn superseded_owner_redis_processes() {
+    let Some(p) = RedisPrefix::new("superseded_owner_redis") else {
+        return;
+    };
+    superseded_owner(&p.url(), "redis superseded owner");
+}
+
+#[test]
+fn not_due_redis_processes() {
+    let Some(p) = RedisPrefix::new("not_due_redis") else {
+        return;
+    };
+    let store = open(&p.url()).unwrap();
+    not_due(&Runner::Child(p.url()), store.as_ref(), "redis not due");
+}
+
+#[test]
+fn outcome_classes_redis_processes() {
+    let Some(p) = RedisPrefix::new("outcome_classes_redis") else {
+        return;
+    };
+    let store = open(&p.url()).unwrap();
+    outcome_classes(
+        &Runner::Child(p.url()),
+        store.as_ref(),
+        "redis outcome classes",
+    );
+}
+
+#[test]
+fn fast_completion_redis() {
+    let Some(p) = RedisPrefix::new("fast_completion_redis") else {
+        return;
+    };
+    fast_completion(&p.url(), "redis fast completion");
 }

@@ -2,13 +2,16 @@
 //! outcomes, races (threads and processes), crash faults, and recovery.
 //!
 //! PostgreSQL tests use 127.0.0.1:5432 (trust auth, database `test`), each in
-//! a schema of its own. Without a server they fail under `CI=true` and print
-//! `SKIPPED: <test>: …` otherwise.
+//! a schema of its own; Redis tests use 127.0.0.1:6379 database 1, each under
+//! a key prefix of its own. Without a server they fail under `CI=true` and
+//! print `SKIPPED: <test>: …` otherwise.
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/redis_db.rs"]
+mod redis_db;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -26,6 +29,7 @@ use common::{
     attempt, open_effects, rand_u32, record_effect, spawn_child, temp_path, EffectsFile, PgSchema,
     TempSqlite,
 };
+use redis_db::RedisPrefix;
 
 /// A fake destination: counts effects per key, answers look-ups.
 #[derive(Default)]
@@ -384,6 +388,23 @@ fn postgres_store() {
     );
 }
 
+#[test]
+fn redis_store() {
+    let Some(prefix) = RedisPrefix::new("redis_store") else {
+        return;
+    };
+    outcomes(open(&prefix.url()).unwrap().as_ref());
+    let Some(prefix) = RedisPrefix::new("redis_store") else {
+        return;
+    };
+    recovery(open(&prefix.url()).unwrap().as_ref());
+    // A second connection sees the same records.
+    assert_eq!(
+        open(&prefix.url()).unwrap().list(None, 10).unwrap().len(),
+        4
+    );
+}
+
 const CONTENDERS: usize = 16;
 const KEYS: usize = 1000;
 
@@ -523,6 +544,37 @@ fn race_processes_postgres() {
     race_processes(&schema.url(), "postgres processes");
 }
 
+/// One Redis store shared by 16 threads (its connection pool), racing.
+#[test]
+fn race_threads_redis_one_store() {
+    let Some(prefix) = RedisPrefix::new("race_threads_redis") else {
+        return;
+    };
+    let store = open(&prefix.url()).unwrap();
+    let barrier = Barrier::new(CONTENDERS);
+    let owned: Vec<Vec<String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CONTENDERS)
+            .map(|c| {
+                let (store, barrier) = (store.as_ref(), &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    contend(store, c)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_one_owner_per_key(&owned, store.as_ref(), "redis threads, one store");
+}
+
+#[test]
+fn race_processes_redis() {
+    let Some(prefix) = RedisPrefix::new("race_processes_redis") else {
+        return;
+    };
+    race_processes(&prefix.url(), "redis processes");
+}
+
 #[test]
 fn race_processes_sqlite() {
     let db = TempSqlite::new("race");
@@ -569,9 +621,21 @@ impl Gateway for FileGateway<'_> {
 
 #[test]
 fn faults_kill_the_owner_between_effect_and_completion() {
-    const TRIALS: usize = 200;
     let db = TempSqlite::new("faults");
-    let url = db.url();
+    faults(&db.url(), "sqlite");
+}
+
+#[test]
+fn faults_kill_the_owner_between_effect_and_completion_redis() {
+    let Some(prefix) = RedisPrefix::new("faults_redis") else {
+        return;
+    };
+    faults(&prefix.url(), "redis");
+}
+
+fn faults(url: &str, what: &str) {
+    const TRIALS: usize = 200;
+    let url = url.to_owned();
     let store = open(&url).unwrap();
     let dest = EffectsFile::new("faults-dest");
     let gateway = FileGateway(&dest);
@@ -654,7 +718,7 @@ fn faults_kill_the_owner_between_effect_and_completion() {
         );
     }
     eprintln!(
-        "faults: {TRIALS} trials: killed between effect and completion {killed_mid_effect}, before the effect {before_effect}, \
+        "faults ({what}): {TRIALS} trials: killed between effect and completion {killed_mid_effect}, before the effect {before_effect}, \
          finished {finished}; recoveries {}; duplicate effects 0",
         recoveries.load(Ordering::Relaxed)
     );
@@ -662,4 +726,249 @@ fn faults_kill_the_owner_between_effect_and_completion() {
         killed_mid_effect >= 20,
         "too few kills landed between effect and completion ({killed_mid_effect})"
     );
+}
+
+/// Redis: the claim has no expiry; only `done` records get a TTL (when their
+/// expiry is in the future by Redis's clock); purge removes what Redis
+/// expired from the indexes, and a new claim replaces such leftovers.
+#[test]
+fn redis_ttl_only_on_done_records_and_purge_cleans_the_indexes() {
+    let Some(p) = RedisPrefix::new("redis_ttl") else {
+        return;
+    };
+    let store = open(&p.url()).unwrap();
+    let mut admin = redis_db::redis_admin("redis_ttl").unwrap();
+    let rec = |key: &str| format!("{}:rec:{key}", p.prefix);
+    let done_idx = format!("{}:idx:done", p.prefix);
+    let exp_idx = format!("{}:exp", p.prefix);
+    let pttl = |c: &mut redis::Connection, key: &str| -> i64 {
+        redis::cmd("PTTL").arg(rec(key)).query(c).unwrap()
+    };
+    let score = |c: &mut redis::Connection, set: &str, key: &str| -> Option<f64> {
+        redis::cmd("ZSCORE").arg(set).arg(key).query(c).unwrap()
+    };
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let ok = |_: &str| Response::json(201, "{}");
+    let guard = Guard::new(store.as_ref()).with_ttl(3600);
+
+    // In flight: no TTL, however old; the value is the core's layout.
+    let owner = guard.claim(&attempt("ttl-flight", "fp"), 0).unwrap();
+    assert_eq!(owner.outcome, ClaimOutcome::Owned);
+    assert_eq!(
+        pttl(&mut admin, "ttl-flight"),
+        -1,
+        "an in-flight record has no TTL"
+    );
+    let raw: String = redis::cmd("GET")
+        .arg(rec("ttl-flight"))
+        .query(&mut admin)
+        .unwrap();
+    assert!(
+        raw.starts_with(&format!("ik1 in_flight {} 0 0 - -\n", owner.owner_token)),
+        "{raw}"
+    );
+    // A recovery that leaves it in flight (unknown) gives it no TTL either.
+    let unknown = FakeDestination {
+        unknown: true,
+        ..FakeDestination::default()
+    };
+    let r = guard.recover("ttl-flight", &unknown, 1000, None).unwrap();
+    assert!(
+        matches!(
+            r.outcome,
+            Recovered::Applied(RecoveryAction::CheckLater { .. })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(pttl(&mut admin, "ttl-flight"), -1);
+
+    // Done, expiry in the future: a TTL to it.
+    guard.run(&attempt("ttl-done", "fp"), now, ok).unwrap();
+    let t = pttl(&mut admin, "ttl-done");
+    assert!(
+        (3_590_000..=3_600_000).contains(&t),
+        "done record TTL {t} ms"
+    );
+    // Done, expiry already past (a test epoch): no TTL; purge deletes it.
+    guard
+        .run(&attempt("ttl-past", "fp"), 1_700_000_000, ok)
+        .unwrap();
+    assert_eq!(pttl(&mut admin, "ttl-past"), -1);
+    // Recovery that records a done outcome: a TTL too.
+    let found = FakeDestination::default();
+    guard
+        .claim(&attempt("ttl-found", "fp"), now - 1000)
+        .unwrap();
+    found.pay("ttl-found");
+    let r = guard.recover("ttl-found", &found, now, None).unwrap();
+    assert!(
+        matches!(r.outcome, Recovered::Applied(RecoveryAction::RecordDone(_))),
+        "{r:?}"
+    );
+    assert!(pttl(&mut admin, "ttl-found") > 3_500_000);
+
+    // Redis expires two done records (1 s TTL); their index members stay.
+    let short = Guard::new(store.as_ref()).with_ttl(1);
+    for key in ["ttl-short-a", "ttl-short-b"] {
+        short.run(&attempt(key, "fp"), now, ok).unwrap();
+        assert!(pttl(&mut admin, key) > 0);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while pttl(&mut admin, "ttl-short-b") != -2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis did not expire the record"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for key in ["ttl-short-a", "ttl-short-b"] {
+        assert!(score(&mut admin, &done_idx, key).is_some());
+        assert!(score(&mut admin, &exp_idx, key).is_some());
+    }
+    let listed: Vec<String> = store
+        .list(Some(Status::Done), 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    assert_eq!(
+        listed,
+        ["ttl-past", "ttl-found", "ttl-done"],
+        "list skips what Redis expired"
+    );
+    // A new claim of an expired key replaces its leftovers.
+    assert_eq!(
+        guard
+            .claim(&attempt("ttl-short-a", "fp"), now)
+            .unwrap()
+            .outcome,
+        ClaimOutcome::Owned
+    );
+    assert_eq!(score(&mut admin, &done_idx, "ttl-short-a"), None);
+    assert_eq!(score(&mut admin, &exp_idx, "ttl-short-a"), None);
+    assert_eq!(pttl(&mut admin, "ttl-short-a"), -1);
+    // Purge: deletes the expired done record, removes the expired record's
+    // index members, leaves the rest.
+    assert_eq!(store.purge(now + 10).unwrap(), 1, "ttl-past");
+    assert_eq!(score(&mut admin, &done_idx, "ttl-short-b"), None);
+    assert_eq!(score(&mut admin, &exp_idx, "ttl-short-b"), None);
+    assert!(store.get("ttl-past").unwrap().is_none());
+    let card: i64 = redis::cmd("ZCARD").arg(&exp_idx).query(&mut admin).unwrap();
+    assert_eq!(card, 2, "ttl-done and ttl-found wait for their expiry");
+    let in_flight: Vec<String> = store
+        .list(Some(Status::InFlight), 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    assert_eq!(in_flight, ["ttl-flight", "ttl-short-a"]);
+}
+
+/// Redis: a purge over more expired records than one script call looks at
+/// runs in batches and deletes them all.
+#[test]
+fn redis_purge_runs_in_batches() {
+    let Some(p) = RedisPrefix::new("redis_purge_batches") else {
+        return;
+    };
+    let store = open(&p.url()).unwrap();
+    let guard = Guard::new(store.as_ref()).with_ttl(10);
+    let n = intentkey::claim::redis::BATCH as usize * 2 + 7;
+    for i in 0..n {
+        guard
+            .run(&attempt(&format!("p-{i:05}"), "fp"), 1_700_000_000, |_| {
+                Response::json(200, "{}")
+            })
+            .unwrap();
+    }
+    guard.claim(&attempt("p-flight", "fp"), 0).unwrap();
+    assert_eq!(store.purge(1_700_000_010).unwrap(), n as u64);
+    assert_eq!(store.list(None, 10).unwrap().len(), 1);
+}
+
+/// Rust and Node share one Redis and the same records: a key the Node store
+/// completed is replayed here, one this store completed (or holds in flight)
+/// is replayed (or a 409) there. Runs `js/test/support/redis-interop.mjs`
+/// with `node`; it needs the npm package built (`cd js && npm ci && npm run
+/// build`), else it is skipped (and fails under `CI=true`).
+#[test]
+fn redis_node_and_rust_share_records() {
+    let Some(p) = RedisPrefix::new("redis_interop") else {
+        return;
+    };
+    let js = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../js");
+    let script = js.join("test/support/redis-interop.mjs");
+    let built = js.join("vendor/intentkey.js").exists() && js.join("node_modules/ioredis").exists();
+    let node_ok = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !(built && node_ok) {
+        let why = "redis_node_and_rust_share_records: needs node and the npm package built (cd js && npm ci && npm run build)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        common::skipped(why);
+        return;
+    }
+    let node = |key: &str, body: &str| -> String {
+        let out = std::process::Command::new("node")
+            .arg(&script)
+            .args([p.url().as_str(), key, body])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "node: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let store = open(&p.url()).unwrap();
+    let guard = Guard::new(store.as_ref());
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    // Claimed and completed by Node: a replay here.
+    assert_eq!(
+        node("from-node", "node"),
+        r#"{"outcome":"owned","replayed":false,"status":201,"body":"node"}"#
+    );
+    let replay = guard
+        .run(&attempt("from-node", "fp"), now, |_| panic!("must not run"))
+        .unwrap();
+    assert_eq!(
+        (replay.outcome.as_str(), replay.replayed, replay.body_text()),
+        ("done", true, "node")
+    );
+    // Completed here (a binary-safe body, a header): a replay there.
+    guard
+        .run(&attempt("from-rust", "fp"), now, |_| {
+            Response::new(201, "text/plain", b"rust".to_vec()).with_header("Location", "/r/1")
+        })
+        .unwrap();
+    assert_eq!(
+        node("from-rust", "other"),
+        r#"{"outcome":"done","replayed":true,"status":201,"body":"rust"}"#
+    );
+    // In flight here: a 409 there, and the record stays this owner's.
+    let owner = guard.claim(&attempt("held-by-rust", "fp"), now).unwrap();
+    let busy = node("held-by-rust", "node");
+    assert!(
+        busy.contains(r#""outcome":"in-flight""#) && busy.contains(r#""status":409"#),
+        "{busy}"
+    );
+    assert_eq!(
+        store.get("held-by-rust").unwrap().unwrap().owner_token,
+        owner.owner_token
+    );
+    assert_eq!(store.list(None, 10).unwrap().len(), 3);
 }

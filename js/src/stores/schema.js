@@ -35,7 +35,8 @@ export const COLUMNS = [
 let cached = null;
 /**
  * The schema, from the component: { migrations: [{ version, statements }],
- * migrationsTable, schemaVersion, migrationLock (a bigint) }.
+ * migrationsTable, schemaVersion, migrationLock (a bigint), redisScripts:
+ * [{ name, source }], redisDefaultPrefix, redisBatch }.
  */
 export function coreSchema() {
   if (cached === null) {
@@ -45,6 +46,9 @@ export function coreSchema() {
         migrationsTable: s.migrationsTable(),
         schemaVersion: s.schemaVersion(),
         migrationLock: s.migrationLock(),
+        redisScripts: Object.freeze(s.redisScripts().map((x) => Object.freeze({ name: x.name, source: x.source }))),
+        redisDefaultPrefix: s.redisDefaultPrefix(),
+        redisBatch: s.redisBatch(),
       }),
     );
   }

@@ -92,3 +92,14 @@ export interface PgStore extends Store {
   /** Ends the pool if the store made it (from a config). */
   close(): Promise<void>;
 }
+
+export interface RedisStore extends Store {
+  readonly kind: 'redis';
+  readonly synchronous: false;
+  /** The ioredis client. */
+  readonly client: any;
+  /** The prefix of every key the store writes. */
+  readonly prefix: string;
+  /** Quits the client if the store made it (from a URL). */
+  close(): Promise<void>;
+}

@@ -62,9 +62,11 @@ import {
   jsonResponse,
   memoryStore,
   pgStore,
+  redisStore,
   refused,
   sqliteStore,
   type ClaimRecord,
+  type RedisStore,
   type Finished,
   type Guard,
   type LookupAnswer,
@@ -131,6 +133,11 @@ const guard: Guard = createGuard({
 async function claimSide(): Promise<void> {
   const pgs = await pgStore({ host: '127.0.0.1', database: 'test' }, { schema: 'ik' });
   await pgs.close();
+  const rs: RedisStore = await redisStore({ url: 'redis://127.0.0.1:6379/1', prefix: 'ik' });
+  const rsKind: 'redis' = rs.kind;
+  void rsKind;
+  await rs.close();
+  await redisOnly({ client: rs.client });
   const r: RunResult = await guard.run({ intent }, async (key) => jsonResponse(201, { key }, [['Location', '/p/1']]));
   const r2 = await guard.run({ key: 'k', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, () => ({
     status: 200,
@@ -175,6 +182,7 @@ import { idempotency as honoIdempotency, idempotencyOf, withIdempotency } from '
 import { memoryStore as memoryOnly } from 'intentkey/stores/memory';
 import { sqliteStore as sqliteOnly } from 'intentkey/stores/sqlite';
 import { pgStore as pgOnly } from 'intentkey/stores/pg';
+import { redisStore as redisOnly } from 'intentkey/stores/redis';
 
 const mw = idempotency({
   secret: 'ab'.repeat(32),

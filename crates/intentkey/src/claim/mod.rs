@@ -11,6 +11,7 @@
 //! - [`flow`]: the sans-I/O flows (claim, finish, recover, purge) and the
 //!   driver for synchronous stores.
 //! - [`schema`]: the one versioned SQL file every runtime applies.
+//! - [`redis`]: the Redis store's record layout and Lua scripts, for every runtime.
 //!
 //! The HTTP answer to each outcome, per profile, is [`crate::http`]'s.
 //!
@@ -45,6 +46,7 @@
 pub mod decide;
 pub mod flow;
 pub mod record;
+pub mod redis;
 pub mod schema;
 
 pub use decide::{

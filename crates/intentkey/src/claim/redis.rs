@@ -1,0 +1,561 @@
+//! The Redis store's layout and scripts: written once, here, for every runtime.
+//!
+//! Like the SQL schema ([`super::schema`]), the Redis layout lives in the
+//! core: the Rust store (`intentkey-store`, feature `redis`) reads it from
+//! here and the npm package (`intentkey/stores/redis`) through the WIT
+//! `schema` interface (`redis-scripts`), so a Rust process and a Node process
+//! share one Redis and the same records. `docs/store-schema.md` (section
+//! "Redis") describes it.
+//!
+//! Keys, under a configurable prefix ([`DEFAULT_PREFIX`]):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{prefix}:rec:{key}` | string | one record (the value below) |
+//! | `{prefix}:idx:{status}` | sorted set | the keys with that status, score `created_at` |
+//! | `{prefix}:exp` | sorted set | the `done` keys, score `expires_at` (for purge) |
+//!
+//! Redis orders equal scores by member, so an index lists records by
+//! `created_at`, then key, like the SQL stores' `ORDER BY created_at, key`.
+//!
+//! A record's value is three lines: a header the scripts parse and rewrite
+//! (`ik1 {status} {owner_token} {created_at} {lookups} {next_lookup_at} {expires_at}`,
+//! `-` for none), the immutable identity (a JSON array `[fingerprint,
+//! tenant_id, action_type]`, never rewritten by a script) and the response
+//! (empty, or a JSON array `[status, content_type, [[name, value], …],
+//! body_hex]`), both written by the host. The scripts never re-encode JSON.
+//!
+//! Every write is one script ([`INSERT`], [`COMPLETE`], [`REPLACE`],
+//! [`RELEASE`]), so it is atomic with its index updates. The claim is `SET …
+//! NX` with no expiry: an `in_flight` record is never released by TTL. Only
+//! `done` records get a TTL (`PEXPIREAT expires_at`), and only when that
+//! is in the future by Redis's own `TIME`; otherwise [`PURGE`] deletes them.
+//!
+//! ```
+//! use intentkey::claim::{redis, Attempt, Record, Response};
+//!
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into(), prior: None };
+//! let mut record = Record::in_flight(&attempt, &"ab".repeat(16), 1_700_000_000);
+//! record.complete(Response::new(200, "application/pdf", vec![0, 255]), 1_700_000_001, 60);
+//! let value = redis::encode(&record);
+//! assert!(value.starts_with(&format!("ik1 done {} 1700000000 0 - 1700000061\n", "ab".repeat(16))));
+//! assert_eq!(redis::decode("k1", &value)?, record);
+//! assert_eq!(redis::record_key("intentkey", "k1"), "intentkey:rec:k1");
+//! assert!(redis::scripts().iter().any(|(name, source)| *name == "insert" && source.contains("'NX'")));
+//! # Ok::<(), intentkey::Error>(())
+//! ```
+
+use super::flow::{Completion, Release, Replacement};
+use super::record::{Record, Response, Status};
+
+/// The key prefix when none is configured.
+pub const DEFAULT_PREFIX: &str = "intentkey";
+
+/// The layout's version: the header's first word.
+pub const LAYOUT: &str = "ik1";
+
+/// How many expiry-index members one [`PURGE`] call looks at (and how many
+/// index members one [`LIST`] call reads at a time): a purge is many short
+/// scripts, never one unbounded one.
+pub const BATCH: u32 = 500;
+
+/// Functions every script starts with: the header parser and the writer of
+/// a record's indexes and TTL.
+macro_rules! prelude {
+    () => {
+        r"-- intentkey Redis layout ik1 (crates/intentkey/src/claim/redis.rs)
+local IDX = { in_flight = 2, done = 3, needs_reconciliation = 4 }
+local function fail(msg)
+  error({ err = 'ERR intentkey: ' .. msg })
+end
+-- A record's value: header line, identity line, response.
+local function parse(v)
+  local status, token, created, lookups, nxt, expires, rest =
+    string.match(v, '^ik1 (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)\n(.*)$')
+  if status == nil then
+    fail('a record value is not in the ik1 layout: it was written by something other than intentkey')
+  end
+  local nl = string.find(rest, '\n', 1, true)
+  if nl == nil then fail('a record value has no identity line') end
+  return { status = status, token = token, created = created, lookups = lookups, nxt = nxt,
+    expires = expires, identity = string.sub(rest, 1, nl - 1), response = string.sub(rest, nl + 1) }
+end
+local function header(status, token, created, lookups, nxt, expires)
+  if IDX[status] == nil then fail('unknown status ' .. tostring(status)) end
+  if not string.match(token, '^%S+$') then fail('an owner token must be non-empty, without spaces') end
+  if not string.match(created, '^%-?%d+$') then fail('created_at must be an integer') end
+  if not string.match(lookups, '^%d+$') then fail('lookups must be a natural number') end
+  if nxt ~= '-' and not string.match(nxt, '^%-?%d+$') then fail('next_lookup_at must be an integer or -') end
+  if expires ~= '-' and not string.match(expires, '^%-?%d+$') then fail('expires_at must be an integer or -') end
+  return 'ik1 ' .. status .. ' ' .. token .. ' ' .. created .. ' ' .. lookups .. ' ' .. nxt .. ' ' .. expires .. '\n'
+end
+-- Indexes KEYS[1] (member `key`) under `status`; a done record also goes in
+-- the expiry index and gets a TTL when its expiry is in the future by
+-- Redis's clock. Records that are not done never get a TTL.
+local function settle(key, status, created, expires)
+  redis.call('ZADD', KEYS[IDX[status]], created, key)
+  if status == 'done' and expires ~= '-' then
+    redis.call('ZADD', KEYS[5], expires, key)
+    local e = tonumber(expires)
+    if e < 9000000000000 then
+      local t = redis.call('TIME')
+      if e * 1000 > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+        redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', e * 1000))
+      end
+    end
+  end
+end
+"
+    };
+}
+
+/// The claim: `SET {rec} value NX` (no expiry) and the record's index, atomically.
+///
+/// KEYS: record, index in_flight, index done, index needs_reconciliation,
+/// expiry index ([`keys`]). ARGV: [`insert_args`]. Returns 1 when this call
+/// inserted, 0 when the key exists.
+pub const INSERT: &str = concat!(
+    prelude!(),
+    r"-- ARGV: key, status, owner_token, created_at, lookups, next_lookup_at, expires_at, identity, response
+if string.find(ARGV[8], '\n', 1, true) then fail('the identity line holds a newline') end
+local h = header(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+if not redis.call('SET', KEYS[1], h .. ARGV[8] .. '\n' .. ARGV[9], 'NX') then
+  return 0
+end
+-- A record Redis expired leaves index members behind: the new one replaces them.
+for i = 2, 5 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+settle(ARGV[1], ARGV[2], ARGV[4], ARGV[7])
+return 1
+"
+);
+
+/// The fenced completion: `done`, the response and the expiry, only while
+/// the record is `in_flight` under the owner's token.
+///
+/// KEYS: as [`INSERT`]. ARGV: [`complete_args`]. Returns 1 when it wrote.
+pub const COMPLETE: &str = concat!(
+    prelude!(),
+    r"-- ARGV: key, owner_token, expires_at, response
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local r = parse(v)
+if r.status ~= 'in_flight' or r.token ~= ARGV[2] then return 0 end
+local h = header('done', r.token, r.created, r.lookups, '-', ARGV[3])
+redis.call('SET', KEYS[1], h .. r.identity .. '\n' .. ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+settle(ARGV[1], 'done', r.created, ARGV[3])
+return 1
+"
+);
+
+/// The fenced recovery write: every mutable field, only while the record is
+/// `in_flight` under the expected token with the expected look-up count.
+///
+/// KEYS: as [`INSERT`]. ARGV: [`replace_args`]. Returns 1 when it wrote.
+pub const REPLACE: &str = concat!(
+    prelude!(),
+    r"-- ARGV: key, expected_token, expected_lookups, status, owner_token, created_at, lookups,
+--       next_lookup_at, expires_at, response
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local r = parse(v)
+if r.status ~= 'in_flight' or r.token ~= ARGV[2] or r.lookups ~= ARGV[3] then return 0 end
+local h = header(ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+-- SET without KEEPTTL: the record has no TTL unless settle gives it one.
+redis.call('SET', KEYS[1], h .. r.identity .. '\n' .. ARGV[10])
+redis.call('ZREM', KEYS[2], ARGV[1])
+settle(ARGV[1], ARGV[4], ARGV[6], ARGV[9])
+return 1
+"
+);
+
+/// The fenced release ("nothing happened"): deletes the record only while it
+/// is `in_flight` under the owner's token.
+///
+/// KEYS: as [`INSERT`]. ARGV: [`release_args`]. Returns 1 when it deleted.
+pub const RELEASE: &str = concat!(
+    prelude!(),
+    r"-- ARGV: key, owner_token
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local r = parse(v)
+if r.status ~= 'in_flight' or r.token ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"
+);
+
+/// Records with one status, oldest first (`created_at`, then key), at most
+/// `limit`: the index read [`BATCH`] members at a time, skipping members
+/// whose record Redis expired (or that no longer has that status).
+///
+/// KEYS: the status's index. ARGV: status, limit, record key prefix
+/// (`{prefix}:rec:`), batch. Returns `[key, value, key, value, …]`.
+pub const LIST: &str = concat!(
+    prelude!(),
+    r"-- ARGV: status, limit, record key prefix, batch
+local limit = tonumber(ARGV[2])
+local batch = tonumber(ARGV[4])
+local out = {}
+local n = 0
+local start = 0
+while n < limit do
+  local members = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
+  if #members == 0 then break end
+  for _, m in ipairs(members) do
+    local v = redis.call('GET', ARGV[3] .. m)
+    if v and parse(v).status == ARGV[1] then
+      out[#out + 1] = m
+      out[#out + 1] = v
+      n = n + 1
+      if n >= limit then break end
+    end
+  end
+  start = start + batch
+end
+return out
+"
+);
+
+/// One batch of a purge: looks at up to `batch` members of the expiry index
+/// with `expires_at <= now`, deletes those records that are `done` and
+/// expired, and removes the index members of records Redis already expired.
+/// Never touches `in_flight` or `needs_reconciliation` records.
+///
+/// KEYS: expiry index, index done. ARGV: now, batch, record key prefix.
+/// Returns `[deleted, looked_at]`; the host calls again while
+/// `looked_at == batch`.
+pub const PURGE: &str = concat!(
+    prelude!(),
+    r"-- ARGV: now, batch, record key prefix
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local deleted = 0
+local now = tonumber(ARGV[1])
+for _, m in ipairs(members) do
+  local rk = ARGV[3] .. m
+  local v = redis.call('GET', rk)
+  if not v then
+    -- Redis expired it: only its index members are left.
+    redis.call('ZREM', KEYS[1], m)
+    redis.call('ZREM', KEYS[2], m)
+  else
+    local r = parse(v)
+    if r.status == 'done' and r.expires ~= '-' and tonumber(r.expires) <= now then
+      redis.call('DEL', rk)
+      redis.call('ZREM', KEYS[1], m)
+      redis.call('ZREM', KEYS[2], m)
+      deleted = deleted + 1
+    elseif r.status == 'done' and r.expires ~= '-' then
+      redis.call('ZADD', KEYS[1], r.expires, m)
+    else
+      redis.call('ZREM', KEYS[1], m)
+    end
+  end
+end
+return { deleted, #members }
+"
+);
+
+/// Every script by name: `insert`, `complete`, `replace`, `release`, `list`, `purge`.
+pub fn scripts() -> [(&'static str, &'static str); 6] {
+    [
+        ("insert", INSERT),
+        ("complete", COMPLETE),
+        ("replace", REPLACE),
+        ("release", RELEASE),
+        ("list", LIST),
+        ("purge", PURGE),
+    ]
+}
+
+/// The key of one record: `{prefix}:rec:{key}`.
+pub fn record_key(prefix: &str, key: &str) -> String {
+    format!("{prefix}:rec:{key}")
+}
+
+/// The prefix of every record key: `{prefix}:rec:`.
+pub fn record_key_prefix(prefix: &str) -> String {
+    format!("{prefix}:rec:")
+}
+
+/// The index of one status: `{prefix}:idx:{status}`.
+pub fn index_key(prefix: &str, status: Status) -> String {
+    format!("{prefix}:idx:{}", status.as_str())
+}
+
+/// The expiry index of `done` records: `{prefix}:exp`.
+pub fn expiry_key(prefix: &str) -> String {
+    format!("{prefix}:exp")
+}
+
+/// The KEYS of the write scripts for `key`: the record, the three status
+/// indexes (in [`Status::ALL`] order) and the expiry index.
+pub fn keys(prefix: &str, key: &str) -> [String; 5] {
+    [
+        record_key(prefix, key),
+        index_key(prefix, Status::InFlight),
+        index_key(prefix, Status::Done),
+        index_key(prefix, Status::NeedsReconciliation),
+        expiry_key(prefix),
+    ]
+}
+
+fn optional(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+/// The identity line: `[fingerprint, tenant_id, action_type]` as JSON.
+pub fn encode_identity(record: &Record) -> String {
+    serde_json::to_string(&[&record.fingerprint, &record.tenant_id, &record.action_type])
+        .unwrap_or_default()
+}
+
+/// The response part: empty, or `[status, content_type, [[name, value], …], body_hex]` as JSON.
+pub fn encode_response(response: Option<&Response>) -> String {
+    let Some(r) = response else {
+        return String::new();
+    };
+    serde_json::to_string(&(
+        r.status,
+        &r.content_type,
+        &r.headers,
+        crate::key::to_hex(&r.body),
+    ))
+    .unwrap_or_default()
+}
+
+/// A record's whole value, as [`INSERT`] writes it (the scripts build the
+/// header; this is for tests and documentation).
+pub fn encode(record: &Record) -> String {
+    format!(
+        "{LAYOUT} {} {} {} {} {} {}\n{}\n{}",
+        record.status.as_str(),
+        record.owner_token,
+        record.created_at,
+        record.lookups,
+        optional(record.next_lookup_at),
+        optional(record.expires_at),
+        encode_identity(record),
+        encode_response(record.response.as_ref())
+    )
+}
+
+/// ARGV of [`INSERT`].
+pub fn insert_args(record: &Record) -> Vec<String> {
+    vec![
+        record.key.clone(),
+        record.status.as_str().to_owned(),
+        record.owner_token.clone(),
+        record.created_at.to_string(),
+        record.lookups.to_string(),
+        optional(record.next_lookup_at),
+        optional(record.expires_at),
+        encode_identity(record),
+        encode_response(record.response.as_ref()),
+    ]
+}
+
+/// ARGV of [`COMPLETE`].
+pub fn complete_args(c: &Completion) -> Vec<String> {
+    vec![
+        c.key.clone(),
+        c.owner_token.clone(),
+        c.expires_at.to_string(),
+        encode_response(Some(&c.response)),
+    ]
+}
+
+/// ARGV of [`REPLACE`].
+pub fn replace_args(r: &Replacement) -> Vec<String> {
+    let x = &r.record;
+    vec![
+        x.key.clone(),
+        r.expected_token.clone(),
+        r.expected_lookups.to_string(),
+        x.status.as_str().to_owned(),
+        x.owner_token.clone(),
+        x.created_at.to_string(),
+        x.lookups.to_string(),
+        optional(x.next_lookup_at),
+        optional(x.expires_at),
+        encode_response(x.response.as_ref()),
+    ]
+}
+
+/// ARGV of [`RELEASE`].
+pub fn release_args(r: &Release) -> Vec<String> {
+    vec![r.key.clone(), r.owner_token.clone()]
+}
+
+fn malformed(key: &str, what: &str) -> crate::Error {
+    crate::Error::field(
+        crate::ErrorCode::StoreFailed,
+        "redis",
+        format!("record {key}: {what}; the value was written by something other than intentkey"),
+    )
+}
+
+fn number<T: std::str::FromStr>(key: &str, field: &str, s: &str) -> crate::Result<T> {
+    s.parse()
+        .map_err(|_| malformed(key, &format!("its {field} {s:?} is not a number")))
+}
+
+fn optional_number(key: &str, field: &str, s: &str) -> crate::Result<Option<i64>> {
+    if s == "-" {
+        Ok(None)
+    } else {
+        number(key, field, s).map(Some)
+    }
+}
+
+fn from_hex(key: &str, hex: &str) -> crate::Result<Vec<u8>> {
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    };
+    let bytes = hex.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return Err(malformed(key, "its body is not hex"));
+    }
+    bytes
+        .chunks(2)
+        .map(|pair| match (digit(pair[0]), digit(pair[1])) {
+            (Some(hi), Some(lo)) => Ok(hi << 4 | lo),
+            _ => Err(malformed(key, "its body is not hex")),
+        })
+        .collect()
+}
+
+/// Reads a record's value back (`key` is the record's key, without the prefix).
+///
+/// # Errors
+/// `store-failed` when the value is not in the layout.
+pub fn decode(key: &str, value: &str) -> crate::Result<Record> {
+    let (header, rest) = value
+        .split_once('\n')
+        .ok_or_else(|| malformed(key, "it has no header line"))?;
+    let (identity, response) = rest
+        .split_once('\n')
+        .ok_or_else(|| malformed(key, "it has no identity line"))?;
+    let fields: Vec<&str> = header.split(' ').collect();
+    let [layout, status, token, created, lookups, next, expires] = fields[..] else {
+        return Err(malformed(key, "its header does not have 7 fields"));
+    };
+    if layout != LAYOUT {
+        return Err(malformed(
+            key,
+            &format!("its layout is {layout:?}, not {LAYOUT}"),
+        ));
+    }
+    let status = Status::parse(status)
+        .ok_or_else(|| malformed(key, &format!("unknown status {status:?}")))?;
+    let [fingerprint, tenant_id, action_type]: [String; 3] = serde_json::from_str(identity)
+        .map_err(|_| malformed(key, "its identity is not a JSON array of 3 strings"))?;
+    let response = if response.is_empty() {
+        None
+    } else {
+        let (code, content_type, headers, body): (u16, String, Vec<(String, String)>, String) =
+            serde_json::from_str(response)
+                .map_err(|_| malformed(key, "its response is not [status, type, headers, hex]"))?;
+        Some(Response {
+            status: code,
+            content_type,
+            headers,
+            body: from_hex(key, &body)?,
+        })
+    };
+    Ok(Record {
+        key: key.to_owned(),
+        fingerprint,
+        tenant_id,
+        action_type,
+        status,
+        owner_token: token.to_owned(),
+        response,
+        created_at: number(key, "created_at", created)?,
+        expires_at: optional_number(key, "expires_at", expires)?,
+        lookups: number(key, "lookups", lookups)?,
+        next_lookup_at: optional_number(key, "next_lookup_at", next)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::Attempt;
+
+    fn record() -> Record {
+        let attempt = Attempt {
+            key: "k".into(),
+            fingerprint: "fp \"q\"\nline".into(),
+            tenant_id: "t".into(),
+            action_type: "a".into(),
+            prior: None,
+        };
+        Record::in_flight(&attempt, &"0f".repeat(16), -5)
+    }
+
+    #[test]
+    fn every_record_round_trips() {
+        let mut r = record();
+        assert_eq!(decode("k", &encode(&r)), Ok(r.clone()));
+        r.lookups = 3;
+        r.next_lookup_at = Some(1_700_000_240);
+        assert_eq!(decode("k", &encode(&r)), Ok(r.clone()));
+        r.complete(
+            Response::new(
+                200,
+                "application/octet-stream",
+                (0..=255u8).collect::<Vec<_>>(),
+            )
+            .with_header("Location", "/x"),
+            10,
+            i64::MAX,
+        );
+        let value = encode(&r);
+        assert_eq!(
+            value.lines().count(),
+            3,
+            "the identity line has no raw newline"
+        );
+        assert_eq!(decode("k", &value), Ok(r));
+        let empty = Response::new(204, "", Vec::new());
+        let mut r = record();
+        r.complete(empty, 1, 1);
+        assert!(encode(&r).ends_with(r#"[204,"",[],""]"#));
+        assert_eq!(decode("k", &encode(&r)), Ok(r));
+    }
+
+    #[test]
+    fn malformed_values_are_store_failed() {
+        for bad in [
+            "",
+            "ik1 done",
+            "ik2 done t 1 0 - -\n[]\n",
+            "ik1 done t 1 0 - -\n[1]\n",
+            "ik1 done t x 0 - -\n[\"a\",\"b\",\"c\"]\n",
+            "ik1 done t 1 0 - -\n[\"a\",\"b\",\"c\"]\n[200,\"\",[],\"zz\"]",
+        ] {
+            let e = decode("k", bad).unwrap_err();
+            assert_eq!(e.code().as_str(), "store-failed", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_scripts_share_the_prelude_and_the_header_format() {
+        for (name, source) in scripts() {
+            assert!(
+                source.starts_with("-- intentkey Redis layout ik1"),
+                "{name}"
+            );
+            assert!(!source.contains("cjson"), "{name}: no JSON re-encoding");
+            // The one TTL is settle's PEXPIREAT, for done records.
+            assert_eq!(source.matches("EXPIRE").count(), 1, "{name}");
+        }
+        assert!(INSERT.contains("'SET', KEYS[1], h .. ARGV[8] .. '\\n' .. ARGV[9], 'NX'"));
+        assert!(!INSERT.contains("'EX'") && !INSERT.contains("'PX'"));
+    }
+}

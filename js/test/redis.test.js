@@ -1,0 +1,227 @@
+// The guard on Redis (the real server, see support/redis.js) through ioredis,
+// driven through the core's `flows` resource: the shared store suite, the
+// core's layout and scripts (from the component only), TTLs (none while in
+// flight; done records only), the race (16 child processes × 1000 keys) and
+// kill trials (an owner killed between its effect and its completion, then
+// recovery). Every test has its own key prefix and deletes its keys.
+// Unreachable server: fails with CI=true, skipped (with a SKIPPED: line) otherwise.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { createGuard, jsonResponse } from '../src/index.js';
+import { redisStore } from '../src/stores/redis.js';
+import { coreSchema } from '../src/stores/schema.js';
+import { freshPrefix, redisAvailability } from './support/redis.js';
+import { storeSuite, witRecord } from './support/store-suite.js';
+import { CONTENDERS, KEYS, checkRace, raceKeys } from './support/race.js';
+
+const { skip } = await redisAvailability('redis.test.js');
+
+/** Runs fn with a fresh prefix and a store on it, then deletes the prefix's keys. */
+async function withPrefix(fn) {
+  const p = await freshPrefix();
+  const store = await redisStore({ client: p.client, prefix: p.prefix });
+  try {
+    return await fn({ ...p, store });
+  } finally {
+    await p.drop();
+  }
+}
+
+storeSuite('Redis (ioredis)', {
+  skip,
+  async open() {
+    const p = await freshPrefix();
+    try {
+      const store = await redisStore({ client: p.client, prefix: p.prefix });
+      return { store, close: () => p.drop() };
+    } catch (e) {
+      await p.drop();
+      throw e;
+    }
+  },
+});
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+const claimOf = (key) => ({ key, fingerprint: 'fp', tenantId: 't1', actionType: 'pix.send' });
+
+describe('Redis store', { skip }, () => {
+  test('the layout and scripts are the component’s: the claim is SET NX without expiry, written in the core’s ik1 layout', async () => {
+    const { redisScripts, redisDefaultPrefix, redisBatch } = coreSchema();
+    assert.deepEqual(
+      redisScripts.map((s) => s.name),
+      ['insert', 'complete', 'replace', 'release', 'list', 'purge'],
+    );
+    assert.equal(redisDefaultPrefix, 'intentkey');
+    assert.equal(redisBatch, 500);
+    assert.match(redisScripts[0].source, /'SET', KEYS\[1\], h \.\. ARGV\[8\] \.\. '\\n' \.\. ARGV\[9\], 'NX'/);
+    await withPrefix(async ({ client, prefix, store }) => {
+      const token = 'a'.repeat(32);
+      assert.equal(await store.insert(witRecord('raw', token, 1)), true);
+      assert.equal(await store.insert(witRecord('raw', 'b'.repeat(32), 2)), false);
+      assert.equal(await client.get(`${prefix}:rec:raw`), `ik1 in_flight ${token} 1 0 - -\n["fp","tenant-1","pix.send"]\n`);
+      assert.equal(await client.pttl(`${prefix}:rec:raw`), -1, 'an in-flight record has no TTL');
+      assert.deepEqual(await client.zrange(`${prefix}:idx:in_flight`, 0, -1, 'WITHSCORES'), ['raw', '1']);
+      // Malformed data is a failed store error, not a crash.
+      await client.set(`${prefix}:rec:junk`, 'not a record');
+      await assert.rejects(store.get('junk'), (e) => e.payload?.tag === 'failed' && /ik1 layout/.test(e.message));
+    });
+  });
+
+  test('TTL only on done records, when their expiry is in the future; purge removes what Redis expired from the indexes', async () => {
+    await withPrefix(async ({ client, prefix, store }) => {
+      const now = nowSeconds();
+      const pttl = (key) => client.pttl(`${prefix}:rec:${key}`);
+      const ok = async () => jsonResponse(201, {});
+      const guard = createGuard({ store, now: () => now, ttlSeconds: 3600 });
+      await assert.rejects(guard.run(claimOf('flight'), async () => {
+        throw new Error('crashed');
+      }));
+      assert.equal(await pttl('flight'), -1);
+      await guard.run(claimOf('done'), ok);
+      const ttl = await pttl('done');
+      assert.ok(ttl > 3_590_000 && ttl <= 3_600_000, `TTL ${ttl}`);
+      await createGuard({ store, now: () => 1_700_000_000, ttlSeconds: 60 }).run(claimOf('past'), ok);
+      assert.equal(await pttl('past'), -1, 'an expiry in the past: no TTL (purge deletes it)');
+      await createGuard({ store, now: () => now, ttlSeconds: 1 }).run(claimOf('short'), ok);
+      while ((await pttl('short')) !== -2) await new Promise((r) => setTimeout(r, 50));
+      assert.notEqual(await client.zscore(`${prefix}:idx:done`, 'short'), null, 'Redis leaves the index member');
+      assert.deepEqual((await store.list('done', 10)).map((r) => r.key), ['past', 'done']);
+      assert.equal(Number(await store.purge(BigInt(now + 10))), 1);
+      assert.equal(await client.zscore(`${prefix}:idx:done`, 'short'), null);
+      assert.equal(await client.zscore(`${prefix}:exp`, 'short'), null);
+      assert.deepEqual((await store.list('in-flight', 10)).map((r) => r.key), ['flight']);
+    });
+  });
+
+  test('from a URL (?prefix=…): the store owns and quits its client; a stopped server is store-unavailable', async () => {
+    await withPrefix(async ({ url, client, prefix }) => {
+      const own = await redisStore({ url });
+      assert.equal(own.prefix, prefix);
+      const r = await createGuard({ store: own }).run(claimOf('cfg'), async () => jsonResponse(200, {}));
+      assert.equal(r.outcome, 'owned');
+      await own.close();
+      assert.equal(await client.exists(`${prefix}:rec:cfg`), 1);
+    });
+    await assert.rejects(redisStore({ url: 'redis://127.0.0.1:1/2' }), (e) => e.payload?.tag === 'unavailable');
+  });
+});
+
+/** A child process with line-based stdout. */
+function start(script, args) {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr += c));
+  const lines = createInterface({ input: child.stdout });
+  const queue = [];
+  const waiting = [];
+  lines.on('line', (l) => (waiting.length ? waiting.shift().resolve(l) : queue.push(l)));
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  exited.then(({ code, signal }) => {
+    const e = new Error(`child exited (${code ?? signal}) early: ${stderr}`);
+    while (waiting.length) waiting.shift().reject(e);
+  });
+  const next = () =>
+    queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve, reject) => waiting.push({ resolve, reject }));
+  return { child, next, exited, stderr: () => stderr };
+}
+
+const contenderScript = fileURLToPath(new URL('./support/redis-contender.js', import.meta.url));
+const faultScript = fileURLToPath(new URL('./support/redis-fault-child.js', import.meta.url));
+
+describe(`race on Redis: ${CONTENDERS} child processes × ${KEYS} keys`, { skip }, () => {
+  test(`${CONTENDERS} processes, one connection each: exactly one owner per key, no lost records`, async (t) => {
+    await withPrefix(async ({ url, client, prefix, store }) => {
+      const effectsKey = `${prefix}:test-effects`;
+      const children = [];
+      try {
+        for (let id = 0; id < CONTENDERS; id++) children.push(start(contenderScript, [url, effectsKey, String(id), String(KEYS)]));
+        for (const c of children) assert.equal(await c.next(), 'ready', c.stderr());
+        for (const c of children) c.child.stdin.end('go\n');
+        const reports = [];
+        for (const c of children) reports.push(JSON.parse(await c.next()));
+        for (const c of children) assert.equal((await c.exited).code, 0, c.stderr());
+        const rows = [];
+        for (const status of ['in-flight', 'done', 'needs-reconciliation']) {
+          for (const r of await store.list(status, KEYS * 2)) {
+            rows.push({ key: r.key, status: status === 'done' ? 'done' : status, response_body: null, response_body_bytes: r.response?.body });
+          }
+        }
+        const effects = (await client.lrange(effectsKey, 0, -1)).map((e) => {
+          const [key, contender] = e.split(' ');
+          return { key, contender: Number(contender) };
+        });
+        t.diagnostic(checkRace(reports, raceKeys(), rows, effects));
+      } finally {
+        for (const c of children) c.child.kill();
+      }
+    });
+  });
+});
+
+const TRIALS = Number(process.env.IK_REDIS_KILL_TRIALS ?? 60);
+
+describe(`kill trials on Redis: ${TRIALS} owners killed at random moments, then recovery`, { skip }, () => {
+  test('an owner killed between its effect and its completion: the record stays in flight (409), recovery settles it, never a second effect', async (t) => {
+    await withPrefix(async ({ url, client, prefix, store }) => {
+      const effectsKey = `${prefix}:test-effects`;
+      const effects = async (key) => (await client.lrange(effectsKey, 0, -1)).filter((e) => e.split(' ')[0] === key).length;
+      let midEffect = 0;
+      let finished = 0;
+      let beforeEffect = 0;
+      let recovered = 0;
+      for (let trial = 0; trial < TRIALS; trial++) {
+        const key = `fault-${String(trial).padStart(3, '0')}`;
+        const c = start(faultScript, [url, effectsKey, key, String(Math.floor(Math.random() * 30))]);
+        // Odd trials: wait until the effect is seen, then a random moment; even
+        // trials: a random moment after the spawn (before, during or after it).
+        if (trial % 2 === 1) {
+          const deadline = Date.now() + 20_000;
+          let exited = false;
+          c.exited.then(() => (exited = true));
+          while ((await effects(key)) === 0 && Date.now() < deadline && !exited) await new Promise((r) => setTimeout(r, 1));
+          await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 5)));
+        } else {
+          await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 400)));
+        }
+        c.child.kill('SIGKILL');
+        await c.exited;
+        const record = await store.get(key);
+        const ran = await effects(key);
+        if (record?.status === 'in-flight' && ran === 1) midEffect++;
+        else if (record?.status === 'done' && ran === 1) finished++;
+        else beforeEffect++;
+        // A redelivery never reruns an in-flight effect.
+        const guard = createGuard({ store, now: () => 1_700_000_100 });
+        const again = await guard
+          .run(claimOf(key), async (k) => {
+            await client.rpush(effectsKey, `${k} redelivery`);
+            return jsonResponse(201, {});
+          })
+          .catch((e) => e);
+        if (record?.status === 'in-flight') assert.equal(again.response?.status, 409, `${key}: an in-flight record is never released`);
+        // Recovery asks the destination (read-your-writes: the effects list).
+        const recoverer = createGuard({ store, now: () => 1_700_001_000, staleAfterSeconds: 300 });
+        const r = await recoverer.recover({
+          key,
+          lookup: async (k) => ((await effects(k)) > 0 ? { found: jsonResponse(201, {}) } : 'absent'),
+          readYourWrites: true,
+          effect: async (k) => {
+            await client.rpush(effectsKey, `${k} recovery`);
+            return jsonResponse(201, {});
+          },
+        });
+        if (r.outcome === 'applied') recovered++;
+        assert.equal(await effects(key), 1, `${key}: exactly one effect`);
+        assert.equal((await store.get(key))?.status, 'done', `${key}: settled`);
+      }
+      t.diagnostic(
+        `${TRIALS} kill trials: killed between effect and completion ${midEffect}, before the effect ${beforeEffect}, ` +
+          `finished ${finished}; recoveries applied ${recovered}; duplicate effects 0`,
+      );
+      assert.ok(midEffect >= TRIALS / 6, `too few kills landed between effect and completion (${midEffect})`);
+    });
+  });
+});
