@@ -10,9 +10,10 @@
 //   3. a second, separate run of the same intent samples the model anew (other
 //      text, other tool_call_id) and is recognized as the same intent: no payment;
 //   4. another intent with the same request pays once more (runs never collide).
-// The bank ends with exactly two payments. The negative control: the same loop
-// without intentkey, keyed by the model's tool_call_id, pays twice. On SQLite (a file the processes
-// share) and on PostgreSQL (skipped outside CI when the server is absent).
+// The bank ends with exactly two payments. On SQLite (a file the processes
+// share), PostgreSQL and Redis (each skipped outside CI when its server is
+// absent, failing under CI=true). The negative control: the same loop
+// without intentkey, keyed by the model's tool_call_id, pays twice.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -23,8 +24,10 @@ import { fileURLToPath } from 'node:url';
 import { startFakeOpenAI } from '../examples/agent/fake-openai.mjs';
 import { startBank } from '../examples/agent/bank.mjs';
 import { freshSchema, pgAvailability } from './support/pg.js';
+import { freshPrefix, redisAvailability } from './support/redis.js';
 
 const { skip: pgSkip } = await pgAvailability('agent.test.js');
+const { skip: redisSkip } = await redisAvailability('agent.test.js');
 const AGENT = fileURLToPath(new URL('../examples/agent/agent.mjs', import.meta.url));
 const SECRET = '6a'.repeat(32);
 const STALE = 2;
@@ -134,6 +137,17 @@ describe('on PostgreSQL', { skip: pgSkip }, () => {
       return { kind: 'pg', config: schema.config };
     },
     close: async () => schema?.drop(),
+  });
+});
+
+describe('on Redis', { skip: redisSkip }, () => {
+  let prefix;
+  agentScenario('Redis', {
+    open: async () => {
+      prefix = await freshPrefix();
+      return { kind: 'redis', url: prefix.url };
+    },
+    close: async () => prefix?.drop(),
   });
 });
 

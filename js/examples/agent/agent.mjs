@@ -12,7 +12,7 @@
 // event (the test and the demo read them). The config names the model server,
 // the bank, the store, the run, and whether to crash right after the payment.
 import OpenAI from 'openai';
-import { createJournal, createKeyer, pgStore, sqliteStore } from '../../src/index.js';
+import { createJournal, createKeyer, pgStore, redisStore, sqliteStore } from '../../src/index.js';
 import { bankClient } from './bank.mjs';
 
 /** The tools the orchestrator allows: the model's name → the action type, and the arguments it requires. */
@@ -170,10 +170,11 @@ export async function runNaiveAgent({ openai, bank, emit, crashAfterPayment = fa
   throw new Error('the model did not finish in 4 turns');
 }
 
-/** The store a config names: { kind: 'sqlite', path } or { kind: 'pg', config }. */
+/** The store a config names: { kind: 'sqlite', path }, { kind: 'pg', config } or { kind: 'redis', url }. */
 export async function openStore(store) {
   if (store.kind === 'sqlite') return sqliteStore(store.path);
   if (store.kind === 'pg') return pgStore(store.config);
+  if (store.kind === 'redis') return redisStore({ url: store.url });
   throw new Error(`unknown store kind ${store.kind}`);
 }
 
