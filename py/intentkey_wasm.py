@@ -7,12 +7,12 @@ compiled to ``dist/intentkey.wasm`` (world ``intentkey``). This module only
 converts Python values to component values and back, and supplies the
 component's imports:
 
-* ``intentkey:core/secrets@0.4.0`` ``get-secret``: answered from a dict that
+* ``intentkey:core/secrets@0.5.0`` ``get-secret``: answered from a dict that
   each :class:`Keyer` fills with its own secret under a private id;
-* ``intentkey:core/random@0.4.0`` ``random-bytes``: ``os.urandom``;
-* ``intentkey:core/store@0.4.0``: the store a :class:`Guard` is driving (a
+* ``intentkey:core/random@0.5.0`` ``random-bytes``: ``os.urandom``;
+* ``intentkey:core/store@0.5.0``: the store a :class:`Guard` is driving (a
   :class:`MemoryStore`), set for the length of each guard call;
-* ``intentkey:core/gateway@0.4.0`` ``ask``: the destination look-up a
+* ``intentkey:core/gateway@0.5.0`` ``ask``: the destination look-up a
   :meth:`Guard.recover` call was given.
 
 The claim flow itself (the order of store operations, fencing on owner
@@ -59,13 +59,13 @@ __all__ = [
     "uuid_key",
 ]
 
-_KEYS = "intentkey:core/keys@0.4.0"
-_GUARD = "intentkey:core/guard@0.4.0"
-_HTTP = "intentkey:core/http@0.4.0"
-_SECRETS = "intentkey:core/secrets@0.4.0"
-_RANDOM = "intentkey:core/random@0.4.0"
-_STORE = "intentkey:core/store@0.4.0"
-_GATEWAY = "intentkey:core/gateway@0.4.0"
+_KEYS = "intentkey:core/keys@0.5.0"
+_GUARD = "intentkey:core/guard@0.5.0"
+_HTTP = "intentkey:core/http@0.5.0"
+_SECRETS = "intentkey:core/secrets@0.5.0"
+_RANDOM = "intentkey:core/random@0.5.0"
+_STORE = "intentkey:core/store@0.5.0"
+_GATEWAY = "intentkey:core/gateway@0.5.0"
 
 _GUARD_EXPORTS = ("claim", "finish", "recover", "due", "purge")
 

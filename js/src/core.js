@@ -237,7 +237,7 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     const imports = {};
     for (const [name, value] of Object.entries(interfaces)) {
       imports[`intentkey:core/${name}`] = value;
-      imports[`intentkey:core/${name}@0.4.0`] = value;
+      imports[`intentkey:core/${name}@0.5.0`] = value;
     }
     const root = instantiate(getCoreModule, imports);
     return {

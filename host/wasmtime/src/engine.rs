@@ -88,7 +88,7 @@ impl WasmEngine {
             .any(|(name, _)| name.starts_with("intentkey:core/store"));
         let mismatch = |world: World, e: &wasmtime::Error| {
             HostError::Load(format!(
-                "the component does not match world {world} of intentkey:core@0.4.0 that this \
+                "the component does not match world {world} of intentkey:core@0.5.0 that this \
                  host was built for: {e:#} (rebuild it with `cargo xtask build-component`)"
             ))
         };
@@ -201,7 +201,7 @@ impl WasmEngine {
         }
     }
 
-    /// The component's import names, e.g. `intentkey:core/secrets@0.4.0`.
+    /// The component's import names, e.g. `intentkey:core/secrets@0.5.0`.
     pub fn import_names(&self) -> Vec<String> {
         self.component
             .component_type()
@@ -210,7 +210,7 @@ impl WasmEngine {
             .collect()
     }
 
-    /// The component's export names, e.g. `intentkey:core/keys@0.4.0`.
+    /// The component's export names, e.g. `intentkey:core/keys@0.5.0`.
     pub fn export_names(&self) -> Vec<String> {
         self.component
             .component_type()
