@@ -36,7 +36,7 @@ step "docs" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --loc
 step "the components import no WASI" bash -c "cargo xtask check-imports dist/intentkey.wasm && cargo xtask check-imports dist/intentkey-pure.wasm"
 # The component crate is a wasm32 cdylib (built and checked above); natively its
 # exported symbols do not link, so the native test run leaves it out.
-step "Rust tests (unit, doc, property, golden vectors native and wasmtime, CLI, stores, races, faults, recovery races, PostgreSQL restart)" \
+step "Rust tests (unit, doc, property, golden vectors native and wasmtime, CLI, stores (SQLite, PostgreSQL, Redis), races, faults, recovery races, PostgreSQL restart, the journal)" \
     logged rust-tests cargo test --workspace --exclude intentkey-component --locked
 step "vectors match their generator and the oracle" logged vectors python3 tests/vectors/generate.py --check
 step "differential against the oracle" logged differential python3 tests/differential.py --bin "$target_dir/debug/intentkey" --cases 20000
@@ -44,7 +44,7 @@ step "golden vectors in Python (wasmtime-py)" python3 py/run_vectors.py
 step "the claim flow from Python (memory store through the component's import)" python3 py/test_guard.py
 step "a keyring from Python (the secret of each intent's epoch)" python3 py/test_keyring.py
 step "HTTP conformance vectors in Python (the component's http endpoint and guard)" python3 py/run_http_vectors.py
-step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg and SQLite)" logged node-tests bash -c "cd js && npm test"
+step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg, SQLite and Redis, BullMQ and pg-boss kill trials, the journal and the openai agent loop)" logged node-tests bash -c "cd js && npm test"
 step "golden vectors in headless Chromium" bash -c "cd js && npm run test:browser"
 step "the packed npm package in Bun (key and HTTP vectors, intentkey/fetch)" logged bun bash -c "cd js && npm run -s test:bun"
 step "the packed npm package in Deno (key and HTTP vectors, intentkey/fetch)" logged deno bash -c "cd js && npm run -s test:deno"

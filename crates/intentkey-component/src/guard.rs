@@ -8,11 +8,11 @@ use crate::bindings::exports::intentkey::core::http::{EndpointBorrow, Request};
 use crate::bindings::intentkey::core::types as t;
 use crate::bindings::intentkey::core::{gateway, random, store};
 use crate::convert::{
-    attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
-    record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
-    status_out, store_error, wit_error,
+    attempt_in, attempt_out, completion_out, effect_in, finished_out, lookup_in, outcome_out,
+    record_in, record_out, recovered_out, recovery_rules_in, release_out, replacement_out,
+    rules_in, status_out, store_error, wit_error,
 };
-use crate::http::{attempt_out, incoming, key_values, reply_out, Endpoint};
+use crate::http::{incoming, key_values, reply_out, Endpoint};
 use crate::Component;
 use intentkey::claim::{self as core, ClaimStore, DriveError};
 use intentkey::http::{ServeError, Served as CoreServed};

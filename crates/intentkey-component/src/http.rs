@@ -3,7 +3,7 @@
 use crate::bindings::exports::intentkey::core::http::{self as wit, GuestEndpoint};
 use crate::bindings::intentkey::core::secrets;
 use crate::bindings::intentkey::core::types as t;
-use crate::convert::{outcome_in, wit_error};
+use crate::convert::{attempt_out, outcome_in, wit_error};
 use crate::Component;
 use intentkey::http as core;
 use intentkey::{Policy, Secret};
@@ -43,19 +43,6 @@ pub(crate) fn reply_out(r: core::Reply) -> wit::Reply {
         status: r.status,
         headers: r.headers,
         body: r.body,
-    }
-}
-
-pub(crate) fn attempt_out(a: intentkey::claim::Attempt) -> t::Attempt {
-    t::Attempt {
-        key: a.key,
-        fingerprint: a.fingerprint,
-        tenant_id: a.tenant_id,
-        action_type: a.action_type,
-        prior: a.prior.map(|p| t::PriorKey {
-            key: p.key,
-            fingerprint: p.fingerprint,
-        }),
     }
 }
 

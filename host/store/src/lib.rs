@@ -145,6 +145,19 @@ impl From<DriveError<StoreError>> for StoreError {
     }
 }
 
+/// A connection URL without its password, for messages.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
 /// The operations every store offers, each one atomic statement. The fenced
 /// writes compare the owner token (and, for recovery writes, the look-up
 /// count) and report whether they wrote. The core decides their order.

@@ -12,7 +12,7 @@ use super::pg_sql::{
     error as err, read_row, CompleteParams, ReplaceParams, COMPLETE_SQL, GET_SQL, INSERT_SQL,
     LIST_SQL, PURGE_SQL, RELEASE_SQL, REPLACE_SQL,
 };
-use super::{Store, StoreError};
+use super::{redact, Store, StoreError};
 
 /// Connections to PostgreSQL, re-established after the server restarts. An
 /// operation that meets a dropped connection fails with a retryable error
@@ -154,18 +154,6 @@ impl PostgresStore {
         f: impl FnOnce(&mut Connection) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
         self.with(&self.client, "", f)
-    }
-}
-
-/// The URL without a password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
     }
 }
 

@@ -15,7 +15,7 @@ use intentkey::claim::redis as layout;
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use redis::{Client, Connection, RedisError, RetryMethod, Script};
 
-use super::{Store, StoreError};
+use super::{redact, Store, StoreError};
 
 /// How long connecting, and each reply, may take before the operation fails
 /// as retryable.
@@ -216,18 +216,6 @@ fn split_prefix(url: &str) -> Result<(String, String), StoreError> {
         format!("{base}?{}", rest.join("&"))
     };
     Ok((url, prefix))
-}
-
-/// The URL without a password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
 }
 
 /// A Redis failure as a store error: a lost or refused connection, a

@@ -12,26 +12,23 @@ const AMOUNTS = ['150.00', '150', '150.0'];
 
 const pick = (list) => list[randomInt(list.length)];
 
+/** A chat.completion with one choice. */
+function completion(model, finishReason, message) {
+  return {
+    id: `chatcmpl-${randomBytes(6).toString('hex')}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{ index: 0, finish_reason: finishReason, message: { role: 'assistant', refusal: null, ...message } }],
+  };
+}
+
 /** One sampled completion for the conversation `messages`. */
 function sample(model, messages) {
-  const id = `chatcmpl-${randomBytes(6).toString('hex')}`;
-  const created = Math.floor(Date.now() / 1000);
   const toolResult = [...messages].reverse().find((m) => m.role === 'tool');
   if (toolResult !== undefined) {
     const result = JSON.parse(toolResult.content);
-    return {
-      id,
-      object: 'chat.completion',
-      created,
-      model,
-      choices: [
-        {
-          index: 0,
-          finish_reason: 'stop',
-          message: { role: 'assistant', content: `Done: payment ${result.payment} sent.`, refusal: null },
-        },
-      ],
-    };
+    return completion(model, 'stop', { content: `Done: payment ${result.payment} sent.` });
   }
   const args = {
     amount: pick(AMOUNTS),
@@ -39,30 +36,16 @@ function sample(model, messages) {
     pix_key: pick(['ana@example.com', 'Ana@Example.com']),
     remittance: `${pick(REMITTANCES)} #${randomBytes(2).toString('hex')}`,
   };
-  return {
-    id,
-    object: 'chat.completion',
-    created,
-    model,
-    choices: [
+  return completion(model, 'tool_calls', {
+    content: null,
+    tool_calls: [
       {
-        index: 0,
-        finish_reason: 'tool_calls',
-        message: {
-          role: 'assistant',
-          content: null,
-          refusal: null,
-          tool_calls: [
-            {
-              id: `call_${randomBytes(8).toString('hex')}`,
-              type: 'function',
-              function: { name: 'send_pix', arguments: JSON.stringify(args) },
-            },
-          ],
-        },
+        id: `call_${randomBytes(8).toString('hex')}`,
+        type: 'function',
+        function: { name: 'send_pix', arguments: JSON.stringify(args) },
       },
     ],
-  };
+  });
 }
 
 /**
