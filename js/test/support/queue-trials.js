@@ -328,7 +328,8 @@ export function assertNoDuplicateNoLoss(r, minKills) {
   // A trial whose earlier delivery died with another trial's worker (after its
   // effect) is recovered without reaching its own kill point: hence >= minKills, not = trials.
   // Two trials in one worker may both reach their kill points before it dies: SIGKILLs <= kills.
-  assert.ok(r.sigkills > 0 && r.sigkills <= r.kills.effect + r.kills.ack, 'each SIGKILL is at a trial’s kill point');
+  assert.ok(r.sigkills <= r.kills.effect + r.kills.ack, 'each SIGKILL is at a trial’s kill point');
+  assert.ok(r.sigkills >= minKills, `at least ${minKills} workers killed between an effect and its ack: ${describeTrials(r)}`);
   assert.ok(r.kills.effect + r.kills.ack >= minKills, `at least ${minKills} kill trials: ${describeTrials(r)}`);
   assert.ok(r.kills.effect > 0 && r.kills.ack > 0, 'both kill points were exercised');
   assert.equal(r.duplicates, 0, `duplicate effects: ${describeTrials(r)}`);
