@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { pgStore } from '../../src/index.js';
+import { pgStore, redisStore } from '../../src/index.js';
 import { freshSchema, PG_CONFIG } from './pg.js';
 
 export const REDIS = Object.freeze({
@@ -123,7 +123,10 @@ export async function runTrials(o) {
   const workers = o.workers ?? 4;
   const concurrency = o.concurrency ?? 4;
   const staleAfterSeconds = o.staleAfterSeconds ?? 3;
-  const timeoutMs = o.timeoutMs ?? 170_000;
+  const timeoutMs = o.timeoutMs ?? 400_000; // a hang guard, not a speed target
+  // Where the guard keeps its records: PostgreSQL (pgStore) or Redis (redisStore, in
+  // the run's own prefix, beside the BullMQ queue).
+  const guardStore = o.guardStore ?? 'pg';
   const seed = o.seed ?? Number(process.env.IKQ_SEED ?? randomBytes(4).readUInt32LE(0));
   const draw = random(seed);
   const started = performance.now();
@@ -188,6 +191,8 @@ export async function runTrials(o) {
       stalledIntervalMs: 500,
       pgBoss: PG_CONFIG,
       bossSchema,
+      guardStore,
+      claimsUrl: `redis://${REDIS.host}:${REDIS.port}/0?prefix=${prefix}:claims`,
     };
     const env = { ...process.env, IKQ_TRIAL: JSON.stringify(config) };
     const workerPath = new URL('./queue-worker.js', import.meta.url);
@@ -229,10 +234,20 @@ export async function runTrials(o) {
     const perTrial = new Map(effects.map((r) => [r.trial, r.n]));
     const kills = (await pool.query('SELECT point, count(*)::int AS n FROM trial_kills GROUP BY point')).rows;
     const events = (await pool.query('SELECT outcome, count(*)::int AS n FROM trial_events GROUP BY outcome')).rows;
-    const records =
-      mode === 'intentkey'
-        ? (await pool.query('SELECT status, count(*)::int AS n FROM intentkey_records GROUP BY status')).rows
-        : [];
+    let records = [];
+    if (mode === 'intentkey' && guardStore === 'pg') {
+      records = (await pool.query('SELECT status, count(*)::int AS n FROM intentkey_records GROUP BY status')).rows;
+    } else if (mode === 'intentkey') {
+      const claims = await redisStore({ url: `redis://${REDIS.host}:${REDIS.port}/0?prefix=${prefix}:claims` });
+      try {
+        for (const status of ['in-flight', 'done', 'needs-reconciliation']) {
+          const n = (await claims.list(status, trials + 10)).length;
+          if (n > 0) records.push({ status: status.replaceAll('-', '_'), n });
+        }
+      } finally {
+        await claims.close();
+      }
+    }
     const results = await queueResults();
     let duplicates = 0;
     let missing = 0;
@@ -251,6 +266,7 @@ export async function runTrials(o) {
       concurrency,
       staleAfterSeconds,
       wallMs,
+      guardStore: mode === 'intentkey' ? guardStore : undefined,
       spawns,
       sigkills: deaths.SIGKILL,
       otherDeaths: deaths.other,
@@ -312,7 +328,7 @@ export async function runTrials(o) {
 export function describeTrials(r) {
   const e = r.events;
   return (
-    `${r.queue} ${r.mode}: ${r.trials} trials (seed ${r.seed}), ${r.workers} workers × ${r.concurrency} in ${(r.wallMs / 1000).toFixed(1)} s; ` +
+    `${r.queue} ${r.mode}${r.guardStore === undefined ? '' : ` (records in ${r.guardStore === 'pg' ? 'PostgreSQL' : 'Redis'})`}: ${r.trials} trials (seed ${r.seed}), ${r.workers} workers × ${r.concurrency} in ${(r.wallMs / 1000).toFixed(1)} s; ` +
     `kills at effect ${r.kills.effect ?? 0}, at ack ${r.kills.ack ?? 0} (${r.sigkills} SIGKILLs, ${r.spawns} worker starts); ` +
     `duplicates ${r.duplicates}, lost ${r.lost}, missing effects ${r.missingEffects}; ` +
     (r.mode === 'intentkey'

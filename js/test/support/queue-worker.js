@@ -13,7 +13,7 @@
 //    (the queue redelivers a job whose record is done: it must replay).
 // Whatever else this process was running dies with it, at whatever point it was.
 import pg from 'pg';
-import { createGuard, createKeyer, pgStore } from '../../src/index.js';
+import { createGuard, createKeyer, pgStore, redisStore } from '../../src/index.js';
 
 const config = JSON.parse(process.env.IKQ_TRIAL);
 const pool = new pg.Pool({ ...config.pg, max: config.concurrency + 2 });
@@ -54,7 +54,8 @@ if (config.mode === 'naive') {
   };
 } else {
   const keyer = createKeyer({ secret: config.secret });
-  const guard = createGuard({ store: await pgStore(pool), keyer, staleAfterSeconds: config.staleAfterSeconds });
+  const store = config.guardStore === 'redis' ? await redisStore({ url: config.claimsUrl }) : await pgStore(pool);
+  const guard = createGuard({ store, keyer, staleAfterSeconds: config.staleAfterSeconds });
   const options = {
     guard,
     intent: (job) => ({ tenantId: 'trials', intentId: job.data.intentId, actionType: 'pix.send', payload: job.data.payment }),
