@@ -66,7 +66,7 @@ describe('Redis store', { skip }, () => {
       assert.deepEqual(await client.zrange(`${prefix}:idx:in_flight`, 0, -1, 'WITHSCORES'), ['raw', '1']);
       // Malformed data is a failed store error, not a crash.
       await client.set(`${prefix}:rec:junk`, 'not a record');
-      await assert.rejects(store.get('junk'), (e) => e.payload?.tag === 'failed' && /ik1 layout/.test(e.message));
+      await assert.rejects(store.get('junk'), (e) => e.payload?.tag === 'failed' && /written by something other than intentkey/.test(e.message));
     });
   });
 

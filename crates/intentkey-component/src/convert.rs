@@ -283,3 +283,28 @@ pub(crate) fn release_out(r: core::Release) -> t::ReleaseRequest {
         owner_token: r.owner_token,
     }
 }
+
+pub(crate) fn completion_in(c: t::Completion) -> core::Completion {
+    core::Completion {
+        key: c.key,
+        owner_token: c.owner_token,
+        response: response_in(c.response),
+        expires_at: c.expires_at,
+        fast: c.fast,
+    }
+}
+
+pub(crate) fn replacement_in(r: t::Replacement) -> core::Replacement {
+    core::Replacement {
+        expected_token: r.expected_token,
+        expected_lookups: r.expected_lookups,
+        record: record_in(r.record),
+    }
+}
+
+pub(crate) fn release_in(r: t::ReleaseRequest) -> core::Release {
+    core::Release {
+        key: r.key,
+        owner_token: r.owner_token,
+    }
+}

@@ -3,8 +3,8 @@
 use crate::bindings::exports::intentkey::core::{claims, schema};
 use crate::bindings::intentkey::core::types as t;
 use crate::convert::{
-    action_out, class_out, effect_in, lookup_in, outcome_in, outcome_out, record_in, response_out,
-    rules_in, rules_out, wit_error,
+    action_out, class_out, completion_in, effect_in, lookup_in, outcome_in, outcome_out, record_in,
+    record_out, release_in, replacement_in, response_out, rules_in, rules_out, wit_error,
 };
 use crate::Component;
 use intentkey::claim as core;
@@ -108,5 +108,45 @@ impl schema::Guest for Component {
 
     fn redis_batch() -> u32 {
         core::redis::BATCH
+    }
+
+    fn redis_insert(prefix: String, r: t::Record) -> schema::RedisCall {
+        let r = record_in(r);
+        redis_call(&prefix, "insert", &r.key, core::redis::insert_args(&r))
+    }
+
+    fn redis_complete(prefix: String, c: t::Completion) -> schema::RedisCall {
+        let c = completion_in(c);
+        redis_call(&prefix, "complete", &c.key, core::redis::complete_args(&c))
+    }
+
+    fn redis_replace(prefix: String, r: t::Replacement) -> schema::RedisCall {
+        let r = replacement_in(r);
+        redis_call(
+            &prefix,
+            "replace",
+            &r.record.key,
+            core::redis::replace_args(&r),
+        )
+    }
+
+    fn redis_release(prefix: String, r: t::ReleaseRequest) -> schema::RedisCall {
+        let r = release_in(r);
+        redis_call(&prefix, "release", &r.key, core::redis::release_args(&r))
+    }
+
+    fn redis_decode(key: String, value: String) -> Result<t::Record, t::Error> {
+        core::redis::decode(&key, &value)
+            .map(record_out)
+            .map_err(wit_error)
+    }
+}
+
+/// A write script's call: the record's keys (record, indexes, expiry) and its arguments.
+fn redis_call(prefix: &str, script: &str, key: &str, args: Vec<String>) -> schema::RedisCall {
+    schema::RedisCall {
+        script: script.to_owned(),
+        keys: core::redis::keys(prefix, key).into(),
+        args,
     }
 }

@@ -9,8 +9,7 @@
 // token; only done records get a TTL. The operations are asynchronous, so the
 // guard drives the core's claim flow through the `flows` resource.
 import { createHash } from 'node:crypto';
-import { STATUS_FROM_WIT, STATUS_TO_WIT } from '../claims.js';
-import { TRUSTED, coreSchema, storeError, storedStatus } from './schema.js';
+import { TRUSTED, coreSchema, redisCall, redisDecode, storeError, storedStatus } from './schema.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
@@ -56,69 +55,13 @@ function failure(e) {
   return storeError(unavailable ? 'unavailable' : 'failed', `redis: ${message}`, e);
 }
 
-const HEADER = /^ik1 (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)\n/;
-const optional = (v) => (v === undefined || v === null ? '-' : String(v));
-const fromOptional = (s) => (s === '-' ? undefined : BigInt(s));
-
-/** The identity line: [fingerprint, tenant_id, action_type] as JSON. */
-function identity(r) {
-  return JSON.stringify([r.fingerprint, r.tenantId, r.actionType]);
-}
-
-/** The response part: '' or [status, content_type, [[name, value], …], body_hex] as JSON. */
-function response(x) {
-  if (x === undefined || x === null) return '';
-  const body = Buffer.from(x.body.buffer, x.body.byteOffset, x.body.byteLength).toString('hex');
-  return JSON.stringify([x.status, x.contentType, x.headers, body]);
-}
-
-function malformed(key, what) {
-  return storeError('failed', `redis: record ${key}: ${what}; the value was written by something other than intentkey`);
-}
-
-/** A record's value (the core's ik1 layout) to the WIT record. */
-export function decodeRecord(key, value) {
-  const m = HEADER.exec(value);
-  if (m === null) throw malformed(key, 'it is not in the ik1 layout');
-  const [, stored, ownerToken, createdAt, lookups, nextLookupAt, expiresAt] = m;
-  const status = STATUS_TO_WIT.get(stored);
-  if (status === undefined) throw malformed(key, `unknown status ${JSON.stringify(stored)}`);
-  const rest = value.slice(m[0].length);
-  const nl = rest.indexOf('\n');
-  if (nl < 0) throw malformed(key, 'it has no identity line');
-  let fields;
-  let answer;
+/** A stored value as the WIT record (the core decodes it); malformed data is a failed store error. */
+function decoded(key, value) {
   try {
-    fields = JSON.parse(rest.slice(0, nl));
-    const text = rest.slice(nl + 1);
-    answer = text === '' ? undefined : JSON.parse(text);
-  } catch {
-    throw malformed(key, 'its identity or response is not JSON');
+    return redisDecode(key, value);
+  } catch (e) {
+    throw storeError('failed', `redis: ${e instanceof Error ? e.message : e}`, e);
   }
-  if (!Array.isArray(fields) || fields.length !== 3 || !fields.every((f) => typeof f === 'string')) {
-    throw malformed(key, 'its identity is not a JSON array of 3 strings');
-  }
-  let res;
-  if (answer !== undefined) {
-    if (!Array.isArray(answer) || answer.length !== 4 || typeof answer[3] !== 'string' || !/^(?:[0-9a-f]{2})*$/i.test(answer[3])) {
-      throw malformed(key, 'its response is not [status, type, headers, hex]');
-    }
-    const body = Buffer.from(answer[3], 'hex');
-    res = { status: answer[0], contentType: answer[1], headers: answer[2], body: new Uint8Array(body) };
-  }
-  return {
-    key,
-    fingerprint: fields[0],
-    tenantId: fields[1],
-    actionType: fields[2],
-    status,
-    ownerToken,
-    response: res,
-    createdAt: BigInt(createdAt),
-    expiresAt: fromOptional(expiresAt),
-    lookups: Number(lookups),
-    nextLookupAt: fromOptional(nextLookupAt),
-  };
 }
 
 /** Takes `prefix=…` out of a URL's query. */
@@ -175,7 +118,6 @@ export async function redisStore(options = {}) {
   const recPrefix = `${prefix}:rec:`;
   const index = (stored) => `${prefix}:idx:${stored}`;
   const expiry = `${prefix}:exp`;
-  const keysOf = (key) => [`${recPrefix}${key}`, index('in_flight'), index('done'), index('needs_reconciliation'), expiry];
 
   /** EVALSHA, or EVAL when the server does not know the script yet. */
   async function run(name, keys, args) {
@@ -191,7 +133,11 @@ export async function redisStore(options = {}) {
       throw failure(e);
     }
   }
-  const write = async (name, key, args) => Number(await run(name, keysOf(key), args)) === 1;
+  /** A write: the core's script call (keys and arguments in its layout); true when it wrote. */
+  const write = async (op, value) => {
+    const { script, keys, args } = redisCall(op, prefix, value);
+    return Number(await run(script, keys, args)) === 1;
+  };
 
   try {
     await client.ping();
@@ -210,17 +156,7 @@ export async function redisStore(options = {}) {
     prefix,
 
     async insert(r) {
-      return write('insert', r.key, [
-        r.key,
-        STATUS_FROM_WIT.get(r.status),
-        r.ownerToken,
-        String(r.createdAt),
-        String(r.lookups),
-        optional(r.nextLookupAt),
-        optional(r.expiresAt),
-        identity(r),
-        response(r.response),
-      ]);
+      return write('insert', r);
     },
 
     async get(key) {
@@ -230,31 +166,19 @@ export async function redisStore(options = {}) {
       } catch (e) {
         throw failure(e);
       }
-      return value === null ? undefined : decodeRecord(key, value);
+      return value === null ? undefined : decoded(key, value);
     },
 
     async complete(c) {
-      return write('complete', c.key, [c.key, c.ownerToken, String(c.expiresAt), response(c.response)]);
+      return write('complete', c);
     },
 
     async replace(r) {
-      const x = r.record;
-      return write('replace', x.key, [
-        x.key,
-        r.expectedToken,
-        String(r.expectedLookups),
-        STATUS_FROM_WIT.get(x.status),
-        x.ownerToken,
-        String(x.createdAt),
-        String(x.lookups),
-        optional(x.nextLookupAt),
-        optional(x.expiresAt),
-        response(x.response),
-      ]);
+      return write('replace', r);
     },
 
     async release(r) {
-      return write('release', r.key, [r.key, r.ownerToken]);
+      return write('release', r);
     },
 
     async list(status, limit) {
@@ -262,7 +186,7 @@ export async function redisStore(options = {}) {
       if (limit <= 0) return [];
       const pairs = await run('list', [index(stored)], [stored, String(limit), recPrefix, String(redisBatch)]);
       const out = [];
-      for (let i = 0; i + 1 < pairs.length; i += 2) out.push(decodeRecord(pairs[i], pairs[i + 1]));
+      for (let i = 0; i + 1 < pairs.length; i += 2) out.push(decoded(pairs[i], pairs[i + 1]));
       return out;
     },
 

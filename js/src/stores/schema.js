@@ -56,6 +56,33 @@ export function coreSchema() {
 }
 
 /**
+ * The core's call of a Redis write script ({ script, keys, args }) for a store
+ * operation under `prefix`: `insert` (a WIT record), `complete` (a completion),
+ * `replace` (a replacement) or `release` (a release request).
+ */
+export function redisCall(op, prefix, value) {
+  return internal.rawSchema((s) => {
+    switch (op) {
+      case 'insert':
+        return s.redisInsert(prefix, value);
+      case 'complete':
+        return s.redisComplete(prefix, value);
+      case 'replace':
+        return s.redisReplace(prefix, value);
+      case 'release':
+        return s.redisRelease(prefix, value);
+      default:
+        throw new Error(`intentkey: no Redis call for ${op} (a bug)`);
+    }
+  });
+}
+
+/** A stored Redis value as the WIT record under `key` (the core decodes; store-failed when malformed). */
+export function redisDecode(key, value) {
+  return internal.rawSchema((s) => s.redisDecode(key, value));
+}
+
+/**
  * A store failure as the WIT `store-error` (jco lowers the `payload`):
  * `unavailable` (could not reach the store, or it was busy: retryable) or `failed`.
  */
