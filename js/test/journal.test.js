@@ -10,23 +10,15 @@ import pg from 'pg';
 import { IntentkeyError, createJournal, createKeyer, memoryStore, pgStore } from '../src/index.js';
 import { freshSchema, pgAvailability } from './support/pg.js';
 import { clock, deferred } from './support/store-suite.js';
+import { TOOL_POLICY } from '../examples/agent/agent.mjs';
 
 const { skip: pgSkip } = await pgAvailability('journal.test.js');
 
 const T0 = 1_700_000_000;
 const SECRET = '4b'.repeat(32);
-const POLICY = {
-  version: 1,
-  actionTypes: ['pix.send'],
-  fields: {
-    amount: { class: 'key', normalizer: 'decimal', scale: 2 },
-    currency: { class: 'key', normalizer: 'currency' },
-    pix_key: { class: 'key', normalizer: 'pix-key' },
-    remittance: { class: 'ignored' },
-  },
-};
 const RUN = Object.freeze({ tenantId: 'acme', intentId: 'run-42', intentEpoch: T0 });
-const keyer = createKeyer({ secret: SECRET, policy: POLICY });
+// The agent example's policy: the tools allowed, every argument classified, the model's text ignored.
+const keyer = createKeyer({ secret: SECRET, policy: TOOL_POLICY });
 
 const rejectsWith = (code) => (e) => {
   assert.ok(e instanceof IntentkeyError, `an IntentkeyError, got ${e}`);

@@ -7,14 +7,13 @@
 // Unreachable server: fails with CI=true, skipped (with a SKIPPED: line) otherwise.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createGuard, jsonResponse } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { coreSchema } from '../src/stores/schema.js';
 import { freshPrefix, redisAvailability } from './support/redis.js';
 import { storeSuite, witRecord } from './support/store-suite.js';
+import { lineChild } from './support/line-child.js';
 import { CONTENDERS, KEYS, checkRace, raceKeys } from './support/race.js';
 
 const { skip } = await redisAvailability('redis.test.js');
@@ -109,24 +108,7 @@ describe('Redis store', { skip }, () => {
   });
 });
 
-/** A child process with line-based stdout. */
-function start(script, args) {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (c) => (stderr += c));
-  const lines = createInterface({ input: child.stdout });
-  const queue = [];
-  const waiting = [];
-  lines.on('line', (l) => (waiting.length ? waiting.shift().resolve(l) : queue.push(l)));
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  exited.then(({ code, signal }) => {
-    const e = new Error(`child exited (${code ?? signal}) early: ${stderr}`);
-    while (waiting.length) waiting.shift().reject(e);
-  });
-  const next = () =>
-    queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve, reject) => waiting.push({ resolve, reject }));
-  return { child, next, exited, stderr: () => stderr };
-}
+const start = (script, args) => lineChild(script, args);
 
 const contenderScript = fileURLToPath(new URL('./support/redis-contender.js', import.meta.url));
 const faultScript = fileURLToPath(new URL('./support/redis-fault-child.js', import.meta.url));

@@ -7,38 +7,20 @@
 //     Exactly one recoverer takes each record over and re-runs its effect.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { CONTENDERS, KEYS, STALE_AT, checkRace, checkRecoveryRace, raceKeys, strand } from './support/race.js';
 import { createGuard, sqliteStore } from '../src/index.js';
+import { lineChild } from './support/line-child.js';
 
 const contender = fileURLToPath(new URL('./support/sqlite-contender.js', import.meta.url));
 const recoverer = fileURLToPath(new URL('./support/sqlite-recoverer.js', import.meta.url));
 
-function start(path, id, script = contender, keys = KEYS) {
-  const child = spawn(process.execPath, [script, path, String(id), String(keys)], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (c) => (stderr += c));
-  const lines = createInterface({ input: child.stdout });
-  const queue = [];
-  const waiting = [];
-  lines.on('line', (l) => (waiting.length ? waiting.shift().resolve(l) : queue.push(l)));
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  exited.then(({ code, signal }) => {
-    const e = new Error(`contender ${id} exited (${code ?? signal}) early: ${stderr}`);
-    while (waiting.length) waiting.shift().reject(e);
-  });
-  const next = () =>
-    queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve, reject) => waiting.push({ resolve, reject }));
-  return { child, next, exited, stderr: () => stderr };
-}
+const start = (path, id, script = contender, keys = KEYS) =>
+  lineChild(script, [path, String(id), String(keys)], `contender ${id}`);
 
 test(`race on better-sqlite3: ${CONTENDERS} child processes × ${KEYS} keys, exactly one owner per key`, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'intentkey-race-'));
