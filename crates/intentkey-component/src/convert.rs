@@ -308,3 +308,41 @@ pub(crate) fn release_in(r: t::ReleaseRequest) -> core::Release {
         owner_token: r.owner_token,
     }
 }
+
+pub(crate) fn run_spec_in(s: t::RunSpec) -> core::RunSpec {
+    core::RunSpec {
+        attempt: attempt_in(s.attempt),
+        kind: match s.kind {
+            t::RunKind::Effect => core::RunKind::Effect,
+            t::RunKind::Step => core::RunKind::Step,
+            t::RunKind::ToolCall => core::RunKind::ToolCall,
+        },
+        rules: rules_in(s.rules),
+        recovery: s.recovery.map(recovery_rules_in),
+        now: s.now,
+    }
+}
+
+pub(crate) fn run_outcome_out(o: core::RunOutcome) -> t::RunOutcome {
+    match o {
+        core::RunOutcome::Ran {
+            finished,
+            recovered,
+        } => t::RunOutcome::Ran(t::RunRan {
+            finished: finished_out(finished),
+            recovered,
+        }),
+        core::RunOutcome::Replayed {
+            response,
+            recovered,
+        } => t::RunOutcome::Replayed(t::RunReplayed {
+            response: response_out(response),
+            recovered,
+        }),
+        core::RunOutcome::Conflict => t::RunOutcome::Conflict,
+        core::RunOutcome::InFlight { recovery } => {
+            t::RunOutcome::InFlight(recovery.map(recovered_out))
+        }
+        core::RunOutcome::Recovery(r) => t::RunOutcome::Recovery(recovered_out(r)),
+    }
+}

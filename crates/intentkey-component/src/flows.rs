@@ -9,7 +9,7 @@ use crate::bindings::intentkey::core::types as t;
 use crate::convert::{
     attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
     record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
-    status_out, wit_error,
+    run_outcome_out, run_spec_in, status_out, wit_error,
 };
 use crate::Component;
 use intentkey::claim::{self as core, Flow as _};
@@ -21,6 +21,7 @@ pub(crate) enum AnyFlow {
     Recover(core::RecoverFlow),
     Due(core::DueFlow),
     Purge(core::PurgeFlow),
+    Run(core::RunFlow),
 }
 
 fn step<T>(step: core::Step<T>, out: impl FnOnce(T) -> Output) -> Step {
@@ -38,6 +39,7 @@ impl AnyFlow {
             AnyFlow::Recover(f) => step(f.start(), |o| Output::Recovered(recovered_out(o))),
             AnyFlow::Due(f) => step(f.start(), Output::Due),
             AnyFlow::Purge(f) => step(f.start(), Output::Purged),
+            AnyFlow::Run(f) => step(f.start(), |o| Output::Ran(run_outcome_out(o))),
         }
     }
 
@@ -55,6 +57,9 @@ impl AnyFlow {
             }),
             AnyFlow::Due(f) => step(f.resume(result).map_err(err)?, Output::Due),
             AnyFlow::Purge(f) => step(f.resume(result).map_err(err)?, Output::Purged),
+            AnyFlow::Run(f) => step(f.resume(result).map_err(err)?, |o| {
+                Output::Ran(run_outcome_out(o))
+            }),
         })
     }
 }
@@ -72,6 +77,7 @@ pub(crate) fn op_out(op: core::Op) -> Op {
         }),
         core::Op::Purge { now } => Op::Purge(now),
         core::Op::Ask(key) => Op::Ask(key),
+        core::Op::Effect(key) => Op::Effect(key),
     }
 }
 
@@ -83,7 +89,23 @@ fn op_result_in(result: OpResult) -> core::OpResult {
         OpResult::Listed(rs) => core::OpResult::Listed(rs.into_iter().map(record_in).collect()),
         OpResult::Purged(n) => core::OpResult::Purged(n),
         OpResult::Answered(l) => core::OpResult::Answered(lookup_in(l)),
+        OpResult::Effected(e) => core::OpResult::Effected(effect_in(e.result), e.now),
     }
+}
+
+/// A run's seed: exactly the bytes of one owner token.
+fn seed_in(seed: &[u8]) -> Result<[u8; core::OWNER_TOKEN_BYTES], t::Error> {
+    seed.try_into().map_err(|_| {
+        wit_error(intentkey::Error::field(
+            intentkey::ErrorCode::InvalidRandom,
+            "seed",
+            format!(
+                "a run needs exactly {} random bytes as its seed; the host gave {}",
+                core::OWNER_TOKEN_BYTES,
+                seed.len()
+            ),
+        ))
+    })
 }
 
 /// One flow in progress, owned by the host through a resource handle.
@@ -135,6 +157,32 @@ impl GuestFlow for FlowResource {
 
     fn purge(now: i64) -> wit::Flow {
         Self::handle(AnyFlow::Purge(core::PurgeFlow::new(now)))
+    }
+
+    fn run(spec: t::RunSpec, seed: Vec<u8>) -> Result<wit::Flow, t::Error> {
+        Ok(Self::handle(AnyFlow::Run(core::RunFlow::new(
+            run_spec_in(spec),
+            seed_in(&seed)?,
+        ))))
+    }
+
+    fn recover_run(
+        spec: t::RunSpec,
+        seed: Vec<u8>,
+        run_effect: bool,
+    ) -> Result<wit::Flow, t::Error> {
+        Ok(Self::handle(AnyFlow::Run(core::RunFlow::recover(
+            run_spec_in(spec),
+            seed_in(&seed)?,
+            run_effect,
+        ))))
+    }
+
+    fn owner_token(&self) -> String {
+        match &*self.0.borrow() {
+            AnyFlow::Run(f) => f.owner_token(),
+            _ => String::new(),
+        }
     }
 
     fn start(&self) -> Step {

@@ -188,6 +188,28 @@ impl GuestKeyer for Keyer {
         .map(|fp| fp.matches(&stored))
     }
 
+    fn intent_attempt(
+        &self,
+        intent: WitIntent,
+        intent_id: Option<String>,
+        key_hex_length: Option<u32>,
+    ) -> Result<WitAttempt, WitError> {
+        let length = key_hex_length.map(|n| key_length(Some(n))).transpose()?;
+        with_payload(&intent.payload_json, |payload| {
+            self.keyer.intent_attempt(
+                &Intent {
+                    tenant_id: &intent.tenant_id,
+                    action_type: &intent.action_type,
+                    payload,
+                    intent_epoch: intent.intent_epoch,
+                },
+                intent_id.as_deref(),
+                length,
+            )
+        })
+        .map(attempt_out)
+    }
+
     fn step_attempt(
         &self,
         run: WitRun,

@@ -128,6 +128,64 @@ impl Keyer {
             .intent_key(tenant_id, intent_id, length)
     }
 
+    /// The claim attempt of an intent: its key and payload fingerprint, both
+    /// under the secret active at the intent's own epoch, so every attempt
+    /// of one intent claims the same record across a rotation.
+    ///
+    /// With `intent_id` the key is the `intent-hmac` key of the recorded
+    /// intent (`length` hex, the policy's length by default); without it,
+    /// the `fields` key of the intent's material. The fingerprint is the
+    /// payload fingerprint either way (another payload under the same key
+    /// is a conflict).
+    ///
+    /// ```
+    /// use intentkey::{Intent, Keyer, Keyring, Payload, Policy, Secret};
+    ///
+    /// let keyring = Keyring::new(vec![
+    ///     ("k1".into(), 0, Secret::new([1u8; 32])?),
+    ///     ("k2".into(), 1_700_000_000, Secret::new([2u8; 32])?),
+    /// ])?;
+    /// let keyer = Keyer::new(&keyring, Policy::default());
+    /// let payload = Payload::from_json(r#"{"creditor_key":"a@b.com","amount":"10.00","currency":"BRL","remittance":""}"#)?;
+    /// let before = Intent { tenant_id: "t", action_type: "pix.send", payload: &payload, intent_epoch: 1_600_000_000 };
+    /// let attempt = keyer.intent_attempt(&before, None, None)?;
+    /// // The intent recorded before the rotation keeps the first secret.
+    /// assert_eq!(attempt.key, keyer.deriver_at(1_600_000_000)?.derive(&before)?.as_str());
+    /// # Ok::<(), intentkey::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Keyer::derive`], [`Keyer::intent_key`] and [`Keyer::fingerprint`].
+    pub fn intent_attempt(
+        &self,
+        intent: &Intent<'_>,
+        intent_id: Option<&str>,
+        length: Option<KeyLength>,
+    ) -> Result<crate::claim::Attempt> {
+        let key = match intent_id {
+            Some(id) => self.intent_key(
+                intent.tenant_id,
+                id,
+                intent.intent_epoch,
+                length.unwrap_or_else(|| self.policy().key_length()),
+            )?,
+            None => self.derive(intent)?,
+        };
+        let fingerprint = self.fingerprint(
+            intent.tenant_id,
+            intent.action_type,
+            intent.payload,
+            intent.intent_epoch,
+        )?;
+        Ok(crate::claim::Attempt {
+            key: key.into_string(),
+            fingerprint: fingerprint.as_str().to_owned(),
+            tenant_id: intent.tenant_id.to_owned(),
+            action_type: intent.action_type.to_owned(),
+            prior: None,
+        })
+    }
+
     /// The payload fingerprint under the secret active at `intent_epoch`.
     ///
     /// # Errors

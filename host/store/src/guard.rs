@@ -28,15 +28,15 @@
 //! ```
 
 use intentkey::claim::{
-    owner_token, ClaimFlow, ClaimOutcome, DueFlow, EffectResult, FinishFlow, Finished, Lookup,
-    PurgeFlow, RecoverFlow, Recovered, RecoveryAction, RecoveryRules, Response, Rules,
-    OWNER_TOKEN_BYTES,
+    drive_run, owner_token, ClaimFlow, ClaimOutcome, DueFlow, EffectResult, FinishFlow, Finished,
+    Lookup, PurgeFlow, Recovered, RecoveryAction, RecoveryRules, Response, Rules, RunFlow, RunKind,
+    RunOutcome, RunSpec, OWNER_TOKEN_BYTES,
 };
 
 pub use intentkey::claim::Attempt;
 use intentkey::http::{Options, REPLAYED_HEADER};
 
-use crate::{run_flow, Store, StoreError};
+use crate::{run_flow, Driven, Store, StoreError};
 
 /// What a run answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,15 +63,38 @@ impl RunAnswer {
         std::str::from_utf8(&self.body).unwrap_or_default()
     }
 
-    fn owned(finished: Finished, response: Response) -> Self {
+    /// The answer to a run: the `ietf` profile's ([`Options::run_reply`]),
+    /// with a replay's stored headers as stored.
+    pub(crate) fn of(outcome: &RunOutcome, ran: Option<&EffectResult>, now: i64) -> Self {
+        let reply = Options::default().run_reply(outcome, ran, now);
+        let replayed = reply.is_replay();
+        let content_type = reply.content_type().unwrap_or_default().to_owned();
+        let (claim, finished) = match outcome {
+            RunOutcome::Ran { finished, .. } => (ClaimOutcome::Owned, Some(*finished)),
+            other => (
+                other.claim_outcome().unwrap_or(ClaimOutcome::InFlight),
+                None,
+            ),
+        };
+        let headers = match &claim {
+            ClaimOutcome::Done(stored) => stored.headers.clone(),
+            _ => reply
+                .headers
+                .into_iter()
+                .filter(|(n, _)| {
+                    !n.eq_ignore_ascii_case("content-type")
+                        && !n.eq_ignore_ascii_case(REPLAYED_HEADER)
+                })
+                .collect(),
+        };
         RunAnswer {
-            outcome: ClaimOutcome::Owned,
-            finished: Some(finished),
-            status: response.status,
-            content_type: response.content_type,
-            headers: response.headers,
-            body: response.body,
-            replayed: false,
+            outcome: claim,
+            finished,
+            status: reply.status,
+            content_type,
+            headers,
+            body: reply.body,
+            replayed,
         }
     }
 }
@@ -105,15 +128,24 @@ pub trait Gateway {
     fn read_your_writes(&self) -> bool;
 }
 
+/// A run's seed (its owner tokens are derived from it) from the operating
+/// system's randomness.
+///
+/// # Errors
+/// When the system has no randomness to give (`store-failed`).
+pub fn new_seed() -> Result<[u8; OWNER_TOKEN_BYTES], StoreError> {
+    let mut bytes = [0u8; OWNER_TOKEN_BYTES];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::fatal(format!("no randomness for an owner token: {e}")))?;
+    Ok(bytes)
+}
+
 /// A fresh owner token from the operating system's randomness.
 ///
 /// # Errors
 /// When the system has no randomness to give (`store-failed`).
 pub fn new_owner_token() -> Result<String, StoreError> {
-    let mut bytes = [0u8; OWNER_TOKEN_BYTES];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| StoreError::fatal(format!("no randomness for an owner token: {e}")))?;
-    Ok(owner_token(bytes))
+    new_seed().map(owner_token)
 }
 
 /// Runs effects at most once per key, against one store.
@@ -215,6 +247,9 @@ impl<'s> Guard<'s> {
     /// As [`Guard::run`], with an effect that reports its outcome class
     /// itself: `Refused` (nothing happened) releases the claim, `Failed`
     /// leaves it `in_flight`. Also returns the effect's result when it ran.
+    /// The sequence (claim, replay or answer, effect, finish) is the core's
+    /// run flow; the answers are the `ietf` profile's
+    /// ([`Options::run_reply`]).
     ///
     /// # Errors
     /// A store failure.
@@ -224,50 +259,48 @@ impl<'s> Guard<'s> {
         now: i64,
         effect: impl FnOnce(&str) -> EffectResult,
     ) -> Result<(RunAnswer, Option<EffectResult>), StoreError> {
-        let claimed = self.claim(attempt, now)?;
-        // The answers of the `ietf` profile, replaying every stored header.
-        if let Some(reply) = Options::default().reply(&claimed.outcome, now) {
-            let replayed = reply.is_replay();
-            let content_type = reply.content_type().unwrap_or_default().to_owned();
-            let headers = match &claimed.outcome {
-                ClaimOutcome::Done(stored) => stored.headers.clone(),
-                _ => reply
-                    .headers
-                    .into_iter()
-                    .filter(|(n, _)| {
-                        !n.eq_ignore_ascii_case("content-type")
-                            && !n.eq_ignore_ascii_case(REPLAYED_HEADER)
-                    })
-                    .collect(),
-            };
-            return Ok((
-                RunAnswer {
-                    outcome: claimed.outcome,
-                    finished: None,
-                    status: reply.status,
-                    content_type,
-                    headers,
-                    body: reply.body,
-                    replayed,
-                },
-                None,
-            ));
-        }
-        let result = effect(&attempt.key);
-        let finished = self.finish(&attempt.key, &claimed.owner_token, result.clone(), now)?;
-        let response = match &result {
-            EffectResult::Answered(r) | EffectResult::Refused(Some(r)) => r.clone(),
-            EffectResult::Refused(None) => Response::json(503, r#"{"error":"not_executed"}"#),
-            EffectResult::Failed => Response::json(500, r#"{"error":"outcome_unknown"}"#),
+        let spec = RunSpec {
+            attempt: attempt.clone(),
+            kind: RunKind::Effect,
+            rules: self.rules.clone(),
+            recovery: None,
+            now,
         };
-        Ok((RunAnswer::owned(finished, response), Some(result)))
+        let mut flow = RunFlow::new(spec, new_seed()?);
+        // An effect runs at most once per run: after it, the run ends.
+        let mut effect = Some(effect);
+        let (outcome, ran) = self.drive(&mut flow, now, None, &mut |key| {
+            effect.take().map_or(EffectResult::Failed, |f| f(key))
+        })?;
+        Ok((RunAnswer::of(&outcome, ran.as_ref(), now), ran))
     }
 
-    /// Recovers one `in_flight` record (the core's recovery flow): leaves it
-    /// alone unless it is due, asks the destination with the same key, and
-    /// writes the decision fenced on the token it read. When the decision is
-    /// an applied re-execute and `reexecute` is given, runs it with the same
-    /// key and finishes with the new token; `unknown` never re-executes.
+    /// Drives a run flow: the core sequences, this performs each store
+    /// operation, asks `gateway` and runs `effect` when the flow says so.
+    /// Answers the run's outcome and the effect's last result.
+    pub(crate) fn drive(
+        &self,
+        flow: &mut RunFlow,
+        now: i64,
+        gateway: Option<&dyn Gateway>,
+        effect: &mut dyn FnMut(&str) -> EffectResult,
+    ) -> Result<(RunOutcome, Option<EffectResult>), StoreError> {
+        let mut ran = None;
+        let mut ask = |key: &str| gateway.map_or(Lookup::Unknown, |g| g.lookup(key));
+        let outcome = drive_run(flow, &mut Driven(self.store), &mut ask, &mut |key| {
+            let result = effect(key);
+            ran = Some(result.clone());
+            (result, now)
+        })?;
+        Ok((outcome, ran))
+    }
+
+    /// Recovers one `in_flight` record (the core's recovery as a run flow):
+    /// leaves it alone unless it is due, asks the destination with the same
+    /// key, and writes the decision fenced on the token it read. When the
+    /// decision is an applied re-execute and `reexecute` is given, runs it
+    /// with the same key and finishes with the new token; `unknown` never
+    /// re-executes.
     ///
     /// # Errors
     /// A store failure.
@@ -278,28 +311,57 @@ impl<'s> Guard<'s> {
         now: i64,
         reexecute: Option<&mut dyn FnMut(&str) -> EffectResult>,
     ) -> Result<Recovery, StoreError> {
-        let owner_token = new_owner_token()?;
-        let rules = RecoveryRules {
-            stale_after: self.stale_after,
-            read_your_writes: gateway.read_your_writes(),
-            ttl_seconds: self.rules.ttl_seconds,
+        let spec = RunSpec {
+            attempt: Attempt {
+                key: key.to_owned(),
+                fingerprint: String::new(),
+                tenant_id: String::new(),
+                action_type: String::new(),
+                prior: None,
+            },
+            kind: RunKind::Effect,
+            rules: self.rules.clone(),
+            recovery: Some(self.recovery_rules(gateway)),
+            now,
         };
-        let outcome = run_flow(
-            self.store,
-            RecoverFlow::new(key, &owner_token, now, &rules),
+        let mut again = reexecute;
+        let mut flow = RunFlow::recover(spec, new_seed()?, again.is_some());
+        let (outcome, _) = self.drive(
+            &mut flow,
+            now,
             Some(gateway),
+            &mut |k| match again.as_mut() {
+                Some(run) => run(k),
+                None => EffectResult::Failed,
+            },
         )?;
-        let finished = match (&outcome, reexecute) {
-            (Recovered::Applied(RecoveryAction::ReExecute), Some(run)) => {
-                Some(self.finish(key, &owner_token, run(key), now)?)
-            }
-            _ => None,
+        let (outcome, finished) = match outcome {
+            RunOutcome::Ran { finished, .. } => (
+                Recovered::Applied(RecoveryAction::ReExecute),
+                Some(finished),
+            ),
+            RunOutcome::Replayed { response, .. } => (
+                Recovered::Applied(RecoveryAction::RecordDone(response)),
+                None,
+            ),
+            RunOutcome::Recovery(recovered) => (recovered, None),
+            RunOutcome::InFlight { recovery } => (recovery.unwrap_or(Recovered::Missing), None),
+            RunOutcome::Conflict => (Recovered::Missing, None),
         };
         Ok(Recovery {
             outcome,
-            owner_token,
+            owner_token: flow.owner_token(),
             finished,
         })
+    }
+
+    /// The recovery rules of this guard for `gateway`.
+    pub(crate) fn recovery_rules(&self, gateway: &dyn Gateway) -> RecoveryRules {
+        RecoveryRules {
+            stale_after: self.stale_after,
+            read_your_writes: gateway.read_your_writes(),
+            ttl_seconds: self.rules.ttl_seconds,
+        }
     }
 
     /// Recovers every `in_flight` record due at `now` (at most `limit`

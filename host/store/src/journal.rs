@@ -40,17 +40,13 @@
 
 use std::fmt;
 
-use intentkey::claim::{EffectResult, Finished, Lookup, Recovered, RecoveryAction};
+use intentkey::claim::{EffectResult, Lookup, RunFlow, RunKind, RunOutcome, RunSpec};
 use intentkey::journal::{step_answer, step_output, Run, DEFAULT_MAX_OUTPUT_BYTES};
 use intentkey::{ErrorCode, Keyer, Payload};
 use serde_json::Value;
 
-use crate::guard::{Gateway, Guard};
+use crate::guard::{new_seed, Gateway, Guard};
 use crate::{Store, StoreError};
-
-/// How many times a step or tool call claims again after its record changed
-/// under it (superseded by a recoverer, released, purged).
-const SETTLE_TRIES: usize = 3;
 
 /// Why a step or tool call gave no output.
 #[derive(Debug)]
@@ -146,13 +142,15 @@ impl<'s> Journal<'s> {
     /// Runs `step` once per run and `name`: the first attempt runs it and
     /// records its output; every later one gets the recorded output. `input`
     /// (the prompt, say) is checked: the same name with another input is
-    /// refused (`step-input-changed`).
+    /// refused (`step-input-changed`). The sequence is the core's run flow
+    /// for a step.
     ///
     /// # Errors
     /// [`JournalError::Failed`] with the step's error (nothing recorded),
     /// [`JournalError::Journal`] (`step-in-flight` while another attempt
     /// runs it, `step-input-changed`, an output too large or not JSON), or
-    /// [`JournalError::Store`].
+    /// [`JournalError::Store`] (`record-vanished`, retryable, when the
+    /// record changed under every one of the flow's claims).
     pub fn step<E>(
         &self,
         run: &Run<'_>,
@@ -162,54 +160,23 @@ impl<'s> Journal<'s> {
         step: &mut dyn FnMut() -> Result<Value, E>,
     ) -> Result<Value, JournalError<E>> {
         let attempt = self.keyer.step_attempt(run, name, input)?;
+        let recovery = Some(self.guard.recovery_rules(&JournalOnly));
         let mut outcome: Option<Result<Value, JournalError<E>>> = None;
-        let mut run_step = |outcome: &mut Option<Result<Value, JournalError<E>>>| match step() {
-            Err(e) => {
-                *outcome = Some(Err(JournalError::Failed(e)));
-                EffectResult::Refused(None)
-            }
-            Ok(value) => match step_output(name, &value.to_string(), self.max_output_bytes) {
-                Ok(response) => {
-                    *outcome = Some(Ok(value));
-                    EffectResult::Answered(response)
-                }
+        let ran = self.drive(
+            attempt,
+            RunKind::Step,
+            recovery,
+            now,
+            None,
+            &mut |_| match step() {
                 Err(e) => {
-                    *outcome = Some(Err(JournalError::Journal(e)));
+                    outcome = Some(Err(JournalError::Failed(e)));
                     EffectResult::Refused(None)
                 }
+                Ok(value) => self.recorded(name, value, &mut outcome, EffectResult::Refused(None)),
             },
-        };
-        for _ in 0..SETTLE_TRIES {
-            let claimed = self.guard.claim(&attempt, now)?;
-            let error = match step_answer(name, &claimed.outcome) {
-                Ok(Some(recorded)) => return recorded_value(name, &recorded),
-                Ok(None) => {
-                    let result = run_step(&mut outcome);
-                    let finished =
-                        self.guard
-                            .finish(&attempt.key, &claimed.owner_token, result, now)?;
-                    // Superseded: a recoverer took the step over; read what it recorded.
-                    if finished != Finished::Superseded {
-                        return taken(&mut outcome, name);
-                    }
-                    continue;
-                }
-                Err(e) if e.code() == ErrorCode::StepInFlight => e,
-                Err(e) => return Err(e.into()),
-            };
-            let mut again = |_: &str| run_step(&mut outcome);
-            let recovery = self
-                .guard
-                .recover(&attempt.key, &JournalOnly, now, Some(&mut again))?;
-            match recovery.outcome {
-                Recovered::Applied(RecoveryAction::ReExecute) => {
-                    return taken(&mut outcome, name);
-                }
-                Recovered::Missing | Recovered::NotInFlight(_) => continue,
-                _ => return Err(error.into()),
-            }
-        }
-        Err(settle_error(name))
+        )?;
+        self.answer(name, ran, outcome)
     }
 
     /// Runs a validated tool call at most once per run: `effect` gets the
@@ -234,63 +201,86 @@ impl<'s> Journal<'s> {
         effect: &mut dyn FnMut(&str) -> Result<Value, E>,
     ) -> Result<Value, JournalError<E>> {
         let attempt = self.keyer.tool_call_attempt(run, tool, arguments)?;
+        let recovery = gateway.map(|g| self.guard.recovery_rules(g));
         let mut outcome: Option<Result<Value, JournalError<E>>> = None;
-        let mut run_effect =
-            |key: &str, outcome: &mut Option<Result<Value, JournalError<E>>>| match effect(key) {
-                Err(e) => {
-                    *outcome = Some(Err(JournalError::Failed(e)));
-                    EffectResult::Failed
-                }
-                // After the effect nothing may release the claim: an output the
-                // core refuses leaves it in flight.
-                Ok(value) => match step_output(tool, &value.to_string(), self.max_output_bytes) {
-                    Ok(response) => {
-                        *outcome = Some(Ok(value));
-                        EffectResult::Answered(response)
-                    }
+        let ran = self.drive(
+            attempt,
+            RunKind::ToolCall,
+            recovery,
+            now,
+            gateway,
+            &mut |key| {
+                match effect(key) {
                     Err(e) => {
-                        *outcome = Some(Err(JournalError::Journal(e)));
+                        outcome = Some(Err(JournalError::Failed(e)));
                         EffectResult::Failed
                     }
-                },
-            };
-        for _ in 0..SETTLE_TRIES {
-            let claimed = self.guard.claim(&attempt, now)?;
-            let error = match step_answer(tool, &claimed.outcome) {
-                Ok(Some(recorded)) => return recorded_value(tool, &recorded),
-                Ok(None) => {
-                    let result = run_effect(&attempt.key, &mut outcome);
-                    self.guard
-                        .finish(&attempt.key, &claimed.owner_token, result, now)?;
-                    return taken(&mut outcome, tool);
+                    // After the effect nothing may release the claim: an output
+                    // the core refuses leaves it in flight.
+                    Ok(value) => self.recorded(tool, value, &mut outcome, EffectResult::Failed),
                 }
-                Err(e) if e.code() == ErrorCode::StepInFlight => e,
-                Err(e) => return Err(e.into()),
-            };
-            let Some(gateway) = gateway else {
-                return Err(error.into());
-            };
-            let mut again = |key: &str| run_effect(key, &mut outcome);
-            let recovery = self
-                .guard
-                .recover(&attempt.key, gateway, now, Some(&mut again))?;
-            match recovery.outcome {
-                Recovered::Applied(RecoveryAction::ReExecute) => {
-                    return taken(&mut outcome, tool);
-                }
-                Recovered::Applied(RecoveryAction::RecordDone(response)) => {
-                    return match step_answer(tool, &intentkey::claim::ClaimOutcome::Done(response))
-                    {
-                        Ok(Some(recorded)) => recorded_value(tool, &recorded),
-                        Ok(None) => Err(settle_error(tool)),
-                        Err(e) => Err(e.into()),
-                    };
-                }
-                Recovered::Missing | Recovered::NotInFlight(_) => continue,
-                _ => return Err(error.into()),
+            },
+        )?;
+        self.answer(tool, ran, outcome)
+    }
+
+    /// Drives the core's run flow of one step or tool call.
+    fn drive(
+        &self,
+        attempt: intentkey::claim::Attempt,
+        kind: RunKind,
+        recovery: Option<intentkey::claim::RecoveryRules>,
+        now: i64,
+        gateway: Option<&dyn Gateway>,
+        effect: &mut dyn FnMut(&str) -> EffectResult,
+    ) -> Result<RunOutcome, StoreError> {
+        let spec = RunSpec {
+            attempt,
+            kind,
+            rules: self.guard.rules().clone(),
+            recovery,
+            now,
+        };
+        let mut flow = RunFlow::new(spec, new_seed()?);
+        Ok(self.guard.drive(&mut flow, now, gateway, effect)?.0)
+    }
+
+    /// The recorded response of an output (the core checks it), keeping the
+    /// value for the caller; `otherwise` when the core refuses it.
+    fn recorded<E>(
+        &self,
+        name: &str,
+        value: Value,
+        outcome: &mut Option<Result<Value, JournalError<E>>>,
+        otherwise: EffectResult,
+    ) -> EffectResult {
+        match step_output(name, &value.to_string(), self.max_output_bytes) {
+            Ok(response) => {
+                *outcome = Some(Ok(value));
+                EffectResult::Answered(response)
+            }
+            Err(e) => {
+                *outcome = Some(Err(JournalError::Journal(e)));
+                otherwise
             }
         }
-        Err(settle_error(tool))
+    }
+
+    /// The journal's answer to a run: what the function gave when it ran,
+    /// the recorded output otherwise, or the core's error.
+    fn answer<E>(
+        &self,
+        name: &str,
+        ran: RunOutcome,
+        outcome: Option<Result<Value, JournalError<E>>>,
+    ) -> Result<Value, JournalError<E>> {
+        match ran.claim_outcome() {
+            None => outcome.unwrap_or_else(|| Err(unreachable_answer(name))),
+            Some(claimed) => match step_answer(name, &claimed)? {
+                Some(recorded) => recorded_value(name, &recorded),
+                None => Err(unreachable_answer(name)),
+            },
+        }
     }
 }
 
@@ -304,16 +294,10 @@ fn recorded_value<E>(name: &str, recorded: &str) -> Result<Value, JournalError<E
     })
 }
 
-/// What the step or effect gave (it ran when the flow said so).
-fn taken<E>(
-    outcome: &mut Option<Result<Value, JournalError<E>>>,
-    name: &str,
-) -> Result<Value, JournalError<E>> {
-    outcome.take().unwrap_or_else(|| Err(settle_error(name)))
-}
-
-fn settle_error<E>(name: &str) -> JournalError<E> {
+/// A run that ran without the function giving a result: not possible with
+/// the core's flow; reported as a retryable store error, never a panic.
+fn unreachable_answer<E>(name: &str) -> JournalError<E> {
     JournalError::Store(StoreError::retryable(format!(
-        "the record of `{name}` kept changing while this attempt settled it ({SETTLE_TRIES} tries)"
+        "the run of `{name}` ended without an answer; try again"
     )))
 }

@@ -120,10 +120,14 @@ pub enum Op {
     /// Ask the destination, with the same key, whether the effect happened →
     /// [`OpResult::Answered`].
     Ask(String),
+    /// Run the effect with this key (the attempt owns it now) →
+    /// [`OpResult::Effected`]. Only a [`super::RunFlow`] asks for it.
+    Effect(String),
 }
 
 impl Op {
-    /// `insert`, `get`, `complete`, `replace`, `release`, `list`, `purge` or `ask`.
+    /// `insert`, `get`, `complete`, `replace`, `release`, `list`, `purge`,
+    /// `ask` or `effect`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Op::Insert(_) => "insert",
@@ -134,6 +138,7 @@ impl Op {
             Op::List { .. } => "list",
             Op::Purge { .. } => "purge",
             Op::Ask(_) => "ask",
+            Op::Effect(_) => "effect",
         }
     }
 }
@@ -159,6 +164,9 @@ pub enum OpResult {
     Purged(u64),
     /// The destination's answer.
     Answered(Lookup),
+    /// What the effect reported, and the time it ended (the done record's
+    /// expiry counts from it).
+    Effected(EffectResult, i64),
 }
 
 impl OpResult {
@@ -171,6 +179,7 @@ impl OpResult {
             OpResult::Listed(_) => "listed",
             OpResult::Purged(_) => "purged",
             OpResult::Answered(_) => "answered",
+            OpResult::Effected(..) => "effected",
         }
     }
 }
@@ -189,8 +198,10 @@ pub enum Step<T> {
 /// A flow went wrong without any store failing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FlowError {
-    /// The record a claim lost to vanished (was purged) before it could be
-    /// read, [`CLAIM_TRIES`] times in a row: try again.
+    /// The record changed under the attempt [`CLAIM_TRIES`] times in a row:
+    /// the record a claim lost to vanished (was purged) before it could be
+    /// read, or a run's record was released, purged or taken over by a
+    /// recoverer each time it claimed. Retryable: try again.
     Vanished {
         /// The key.
         key: String,
@@ -220,7 +231,7 @@ impl fmt::Display for FlowError {
         match self {
             FlowError::Vanished { key } => write!(
                 f,
-                "the record of key {key} was purged {CLAIM_TRIES} times between a lost insert and its read; try the claim again"
+                "the record of key {key} changed under this attempt {CLAIM_TRIES} times in a row (purged, released or taken over by a recoverer between two of its steps); nothing was lost: try again"
             ),
             FlowError::Misuse { expected, got } => write!(
                 f,
@@ -254,7 +265,7 @@ pub trait Flow {
     fn resume(&mut self, result: OpResult) -> Result<Step<Self::Output>, FlowError>;
 }
 
-fn misuse<T>(expected: &'static str, got: &OpResult) -> Result<T, FlowError> {
+pub(super) fn misuse<T>(expected: &'static str, got: &OpResult) -> Result<T, FlowError> {
     Err(FlowError::Misuse {
         expected,
         got: got.as_str(),
@@ -827,6 +838,10 @@ pub fn perform<S: ClaimStore + ?Sized>(
         Op::List { status, limit } => OpResult::Listed(store.list(*status, *limit)?),
         Op::Purge { now } => OpResult::Purged(store.purge(*now)?),
         Op::Ask(key) => OpResult::Answered(ask(key)),
+        // Only a run flow asks for its effect, and `drive_run` answers it
+        // before this; anywhere else the effect's outcome is unknown, which
+        // leaves the record in flight and never runs anything twice.
+        Op::Effect(_) => OpResult::Effected(EffectResult::Failed, 0),
     })
 }
 

@@ -47,6 +47,7 @@ pub mod decide;
 pub mod flow;
 pub mod record;
 pub mod redis;
+pub mod run;
 pub mod schema;
 
 pub use decide::{
@@ -63,3 +64,4 @@ pub use record::{
     done_expiry, owner_token, owner_token_from_slice, Attempt, PriorKey, Record, Response, Status,
     DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES,
 };
+pub use run::{drive_run, RunFlow, RunKind, RunOutcome, RunSpec};

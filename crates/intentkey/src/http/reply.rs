@@ -2,7 +2,7 @@
 //! request still in flight, a key reused with another payload, a bad key.
 
 use crate::canonical::write_str;
-use crate::claim::{ClaimOutcome, Response};
+use crate::claim::{ClaimOutcome, EffectResult, Response, RunOutcome};
 use crate::error::Error;
 
 use super::header::{KeyError, KeyErrorReason};
@@ -122,6 +122,52 @@ impl Options {
             ClaimOutcome::Done(response) => Some(self.replay(response)),
             ClaimOutcome::InFlight => Some(self.refuse(Refusal::InFlight, now)),
             ClaimOutcome::PayloadConflict => Some(self.refuse(Refusal::PayloadConflict, now)),
+        }
+    }
+
+    /// The profile's answer to a run ([`crate::claim::RunFlow`]): the
+    /// effect's own response when it ran and gave one (not a replay); 503
+    /// with `Retry-After` when it refused without one (nothing happened:
+    /// retry); 500 when its outcome is unknown (the record stays in flight);
+    /// otherwise the answer to the claim outcome (a replay, 409, 422).
+    ///
+    /// ```
+    /// use intentkey::claim::{EffectResult, Finished, Response, RunOutcome};
+    /// use intentkey::http::Options;
+    ///
+    /// let options = Options::default();
+    /// let ran = RunOutcome::Ran { finished: Finished::Stored, recovered: false };
+    /// let paid = EffectResult::Answered(Response::json(201, "{}"));
+    /// assert_eq!(options.run_reply(&ran, Some(&paid), 0).status, 201);
+    /// let unknown = RunOutcome::Ran { finished: Finished::LeftInFlight, recovered: false };
+    /// assert_eq!(options.run_reply(&unknown, Some(&EffectResult::Failed), 0).status, 500);
+    /// let busy = options.run_reply(&RunOutcome::InFlight { recovery: None }, None, 0);
+    /// assert_eq!((busy.status, busy.header("retry-after")), (409, Some("1")));
+    /// ```
+    pub fn run_reply(
+        &self,
+        outcome: &RunOutcome,
+        effect: Option<&EffectResult>,
+        now: i64,
+    ) -> Reply {
+        match (outcome.claim_outcome(), effect) {
+            (Some(claimed), _) => self
+                .reply(&claimed, now)
+                .unwrap_or_else(|| self.refuse(Refusal::Failed, now)),
+            (None, Some(EffectResult::Answered(r) | EffectResult::Refused(Some(r)))) => {
+                let mut headers = Vec::with_capacity(r.headers.len() + 1);
+                if !r.content_type.is_empty() {
+                    headers.push(("Content-Type".to_owned(), r.content_type.clone()));
+                }
+                headers.extend(r.headers.iter().cloned());
+                Reply {
+                    status: r.status,
+                    headers,
+                    body: r.body.clone(),
+                }
+            }
+            (None, Some(EffectResult::Refused(None))) => self.refuse(Refusal::Unavailable, now),
+            (None, Some(EffectResult::Failed) | None) => self.refuse(Refusal::Failed, now),
         }
     }
 
