@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use intentkey::claim::{
-    DueFlow, EffectResult, FinishFlow, Finished, RecoverFlow, Recovered, RecoveryAction,
-    RecoveryRules, Rules, DEFAULT_STALE_AFTER_SECONDS,
+    Attempt, DueFlow, EffectResult, Finished, Recovered, RecoveryRules, Rules, RunFlow, RunKind,
+    RunSpec, DEFAULT_STALE_AFTER_SECONDS,
 };
-use intentkey_store::guard::new_owner_token;
+use intentkey_store::guard::new_seed;
 use intentkey_store::StoreError;
 use tokio::task::JoinHandle;
 
-use crate::store::{drive, AsyncGateway, AsyncStore};
+use crate::store::{drive, drive_run, AsyncGateway, AsyncStore};
 
 /// What recovery does with one record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,22 +93,37 @@ impl Recoverer {
     /// # Errors
     /// A store failure.
     pub async fn recover(&self, key: &str, now: i64) -> Result<RecoveryReport, StoreError> {
-        let token = new_owner_token()?;
-        let rules = RecoveryRules {
-            stale_after: self.stale_after,
-            read_your_writes: self.gateway.read_your_writes(),
-            ttl_seconds: self.rules.ttl_seconds,
+        let spec = RunSpec {
+            attempt: Attempt {
+                key: key.to_owned(),
+                fingerprint: String::new(),
+                tenant_id: String::new(),
+                action_type: String::new(),
+                prior: None,
+            },
+            kind: RunKind::Effect,
+            rules: self.rules.clone(),
+            recovery: Some(RecoveryRules {
+                stale_after: self.stale_after,
+                read_your_writes: self.gateway.read_your_writes(),
+                ttl_seconds: self.rules.ttl_seconds,
+            }),
+            now,
         };
-        let flow = RecoverFlow::new(key, &token, now, &rules);
-        let outcome = drive(flow, &*self.store, Some(&*self.gateway)).await?;
-        let finished = match (&outcome, &self.reexecute) {
-            (Recovered::Applied(RecoveryAction::ReExecute), Some(run)) => {
-                let effect = run(key.to_owned()).await;
-                let flow = FinishFlow::new(key, &token, effect, now, &self.rules);
-                Some(drive(flow, &*self.store, None).await?)
-            }
-            _ => None,
-        };
+        let mut flow = RunFlow::recover(spec, new_seed()?, self.reexecute.is_some());
+        let reexecute = self.reexecute.clone();
+        let mut effect =
+            move |key: String| -> Pin<Box<dyn Future<Output = (EffectResult, i64)> + Send>> {
+                let reexecute = reexecute.clone();
+                Box::pin(async move {
+                    match reexecute {
+                        Some(run) => (run(key).await, now),
+                        None => (EffectResult::Failed, now),
+                    }
+                })
+            };
+        let ran = drive_run(&mut flow, &*self.store, Some(&*self.gateway), &mut effect).await?;
+        let (outcome, finished) = ran.into_recovered();
         Ok(RecoveryReport {
             key: key.to_owned(),
             outcome,

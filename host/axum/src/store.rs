@@ -12,7 +12,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use intentkey::claim::{
-    Completion, Flow, Lookup, Op, OpResult, Record, Release, Replacement, Status, Step,
+    Completion, EffectResult, Flow, Lookup, Op, OpResult, Record, Release, Replacement, RunFlow,
+    RunOutcome, Status, Step,
 };
 use intentkey_store::{MemoryStore, Store, StoreError};
 
@@ -180,7 +181,41 @@ async fn perform(
                 ))
             }
         },
+        Op::Effect(_) => {
+            return Err(StoreError::fatal(
+                "intentkey: a flow asked for its effect outside a run (a bug)",
+            ))
+        }
     })
+}
+
+/// An effect a run flow runs: what it reported and when it ended.
+pub type RunEffect<'a> =
+    dyn FnMut(String) -> Pin<Box<dyn Future<Output = (EffectResult, i64)> + Send>> + Send + 'a;
+
+/// Runs the core's run flow to its end over an async store: every store
+/// operation awaited here, the destination asked through `gateway`, the
+/// effect run when the flow says so.
+///
+/// # Errors
+/// The store's errors, or the flow's (`record-vanished`, retryable).
+pub async fn drive_run(
+    flow: &mut RunFlow,
+    store: &dyn AsyncStore,
+    gateway: Option<&dyn AsyncGateway>,
+    effect: &mut RunEffect<'_>,
+) -> Result<RunOutcome, StoreError> {
+    let mut step = flow.start();
+    loop {
+        step = match step {
+            Step::Done(out) => return Ok(out),
+            Step::Io(Op::Effect(key)) => {
+                let (result, now) = effect(key).await;
+                flow.resume(OpResult::Effected(result, now))?
+            }
+            Step::Io(op) => flow.resume(perform(store, op, gateway).await?)?,
+        };
+    }
 }
 
 /// Runs a core flow to its end over an async store: the loop of

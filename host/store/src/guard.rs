@@ -29,8 +29,8 @@
 
 use intentkey::claim::{
     drive_run, owner_token, ClaimFlow, ClaimOutcome, DueFlow, EffectResult, FinishFlow, Finished,
-    Lookup, PurgeFlow, Recovered, RecoveryAction, RecoveryRules, Response, Rules, RunFlow, RunKind,
-    RunOutcome, RunSpec, OWNER_TOKEN_BYTES,
+    Lookup, PurgeFlow, Recovered, RecoveryRules, Response, Rules, RunFlow, RunKind, RunOutcome,
+    RunSpec, OWNER_TOKEN_BYTES,
 };
 
 pub use intentkey::claim::Attempt;
@@ -335,19 +335,7 @@ impl<'s> Guard<'s> {
                 None => EffectResult::Failed,
             },
         )?;
-        let (outcome, finished) = match outcome {
-            RunOutcome::Ran { finished, .. } => (
-                Recovered::Applied(RecoveryAction::ReExecute),
-                Some(finished),
-            ),
-            RunOutcome::Replayed { response, .. } => (
-                Recovered::Applied(RecoveryAction::RecordDone(response)),
-                None,
-            ),
-            RunOutcome::Recovery(recovered) => (recovered, None),
-            RunOutcome::InFlight { recovery } => (recovery.unwrap_or(Recovered::Missing), None),
-            RunOutcome::Conflict => (Recovered::Missing, None),
-        };
+        let (outcome, finished) = outcome.into_recovered();
         Ok(Recovery {
             outcome,
             owner_token: flow.owner_token(),

@@ -163,6 +163,24 @@ impl RunOutcome {
         }
     }
 
+    /// A recovery-only run ([`RunFlow::recover`]) as what the recovery did
+    /// and, when it re-ran the effect, what finishing did.
+    pub fn into_recovered(self) -> (Recovered, Option<Finished>) {
+        match self {
+            RunOutcome::Ran { finished, .. } => (
+                Recovered::Applied(RecoveryAction::ReExecute),
+                Some(finished),
+            ),
+            RunOutcome::Replayed { response, .. } => (
+                Recovered::Applied(RecoveryAction::RecordDone(response)),
+                None,
+            ),
+            RunOutcome::Recovery(recovered) => (recovered, None),
+            RunOutcome::InFlight { recovery } => (recovery.unwrap_or(Recovered::Missing), None),
+            RunOutcome::Conflict => (Recovered::Missing, None),
+        }
+    }
+
     /// The claim outcome an HTTP profile answers for a run that did not run
     /// the effect (`None` for [`RunOutcome::Ran`]).
     pub fn claim_outcome(&self) -> Option<ClaimOutcome> {
