@@ -328,6 +328,8 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     return {
       start: () => callOn(inst, () => resource.start()),
       resume: (result) => callOn(inst, () => resource.resume(result)),
+      /** The owner token a run flow's effect runs under (the last one written after). */
+      ownerToken: () => callOn(inst, () => resource.ownerToken()),
       drop() {
         const r = resource;
         if (r === null) return;
@@ -408,7 +410,10 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     return rawClaims((c) => c.ownerToken(bytes));
   }
 
-  const internal = Object.freeze({ driving, flow, rawClaims, rawSchema, defaultAnswers, ownerToken, world });
+  /** A run flow's seed: 16 random bytes, from which the core derives its owner tokens. */
+  const seed = () => randomBytes(16);
+
+  const internal = Object.freeze({ driving, flow, rawClaims, rawSchema, defaultAnswers, ownerToken, seed, world });
 
   class Keyer {
     #inst;
@@ -491,6 +496,20 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
       const epoch = toEpoch(intentEpoch);
       const r = this.#live();
       return call(this.#inst, () => r.fingerprintAt(t, a, p, epoch));
+    }
+
+    /**
+     * The claim attempt of an intent, under the keyring's secret active at its
+     * epoch: `{ tenantId, actionType, payload, intentEpoch, intentId?, keyHexLength? }`.
+     * With `intentId`, the intent-hmac key of the recorded intent; without it, the
+     * fields key of the payload. The fingerprint is the payload's either way.
+     */
+    intentAttempt(intent) {
+      const wit = toIntent(intent);
+      const id = intent.intentId === undefined ? undefined : witString(intent.intentId, 'invalid-intent-id', 'intent_id');
+      const length = keyLengthIn(intent.keyHexLength);
+      const r = this.#live();
+      return attemptOut(call(this.#inst, () => r.intentAttempt(wit, id, length)));
     }
 
     /**

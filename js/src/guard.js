@@ -46,6 +46,13 @@ import { SERVE } from './endpoint.js';
  */
 export const PIPELINE = Symbol('intentkey.pipeline');
 
+/**
+ * What the journal and the queue consumer use of a guard: a run of the core's
+ * run flow of a kind ('effect', 'step', 'tool-call') for a WIT attempt, with an
+ * optional recovery ({ lookup, readYourWrites?, staleAfterSeconds? }). Not public API.
+ */
+export const RUN = Symbol('intentkey.run');
+
 /** Whole seconds now, the default clock. */
 const systemNow = () => Math.floor(Date.now() / 1000);
 
@@ -287,14 +294,8 @@ export function guardFactory({ internal, claims }) {
         throw new TypeError('run() takes { intent } or { key, tenantId, actionType, fingerprint | payload }');
       }
       if (input.intent !== undefined) {
-        const k = needKeyer('derive keys from intents');
-        const { intent } = input;
-        return {
-          key: k.derive(intent),
-          fingerprint: k.fingerprint(intent.tenantId, intent.actionType, intent.payload),
-          tenantId: intent.tenantId,
-          actionType: intent.actionType,
-        };
+        // The core's: key and fingerprint under the secret active at the intent's epoch.
+        return needKeyer('derive keys from intents').intentAttempt(input.intent);
       }
       const key = nonEmpty(input.key, 'key');
       const tenantId = nonEmpty(input.tenantId, 'tenantId');
@@ -381,36 +382,114 @@ export function guardFactory({ internal, claims }) {
     }
 
     /**
-     * Claims the key; the owner runs the effect and finishes the record; every
-     * other attempt gets the stored response or the core's 409/422.
+     * Drives one run flow of the core (claim, replay or answer, effect, finish,
+     * recovery of a stale record, bounded claim-again): this performs each store
+     * operation, asks the destination (`ask`) and runs the effect when the core
+     * says so. Answers the WIT run-outcome, the effect's last result and the
+     * owner token the flow wrote last.
      */
-    async function run(input, effect) {
-      if (typeof effect !== 'function') throw new TypeError('run(input, effect): effect must be a function (key) => response');
-      const attempt = attemptOf(input);
-      const { key } = attempt;
-      if (sync) {
-        // The hot path: one component call to claim, the effect, one call to finish.
-        const t = now();
-        const claimed = internal.driving(store, null, (g) => g.claim(attempt, t));
-        const { outcome } = claimed;
-        if (outcome.tag !== 'owned') return notOwned(outcome, key, t);
-        let result;
-        try {
-          result = returned(await effect(key));
-        } catch (e) {
-          result = thrown(e);
+    async function driveRun(create, effect, ask) {
+      const flow = internal.flow(create);
+      let ran;
+      try {
+        let step = flow.start();
+        while (step.tag === 'io') {
+          const op = step.val;
+          if (op.tag === 'effect') {
+            ran = await runEffect(effect, op.val);
+            step = flow.resume({ tag: 'effected', val: { result: ran.wit, now: BigInt(now()) } });
+          } else {
+            step = flow.resume(await perform(op, ask));
+          }
         }
-        const t2 = now();
-        const finished = internal.driving(store, null, (g) => g.finish(key, claimed.ownerToken, result.wit, t2, rules));
-        return ownedResult(key, result, finished);
+        return { out: step.val.val, ran, ownerToken: flow.ownerToken() };
+      } finally {
+        flow.drop();
       }
-      const t = now();
-      const claimed = await claim(attempt, t);
-      const { outcome } = claimed;
-      if (outcome.tag !== 'owned') return notOwned(outcome, key, t);
-      const result = await runEffect(effect, key);
-      const finished = await finish(key, claimed.ownerToken, result);
-      return ownedResult(key, result, finished);
+    }
+
+    /** The look-up of a recovery, as the core asks it: a throw counts as unknown. */
+    function askWith(lookup) {
+      return async (k) => {
+        let answer;
+        try {
+          answer = await lookup(k);
+        } catch {
+          return UNKNOWN; // a look-up that fails (timeout, 5xx, network) could not tell
+        }
+        return lookupIn(answer);
+      };
+    }
+
+    const RUN_OPTIONS = new Set(['lookup', 'readYourWrites', 'staleAfterSeconds']);
+
+    /** The WIT run-spec of an attempt; `recovery`: run options with a look-up, or undefined. */
+    function runSpec(attempt, kind, recovery) {
+      return {
+        attempt,
+        kind,
+        rules,
+        recovery: recovery === undefined ? undefined : recoveryRules({ effect: () => {}, ...recovery }),
+        now: BigInt(now()),
+      };
+    }
+
+    /**
+     * What a run answers, from the core's run-outcome: the owner's result, the
+     * stored response, or the core's 409/422.
+     */
+    function runResult(key, out, ran, t) {
+      switch (out.tag) {
+        case 'ran': {
+          const result = ownedResult(key, ran, out.val.finished);
+          if (out.val.recovered) result.recovered = true;
+          return result;
+        }
+        case 'replayed': {
+          const result = notOwned({ tag: 'done', val: out.val.response }, key, t);
+          if (out.val.recovered) result.recovered = true;
+          return result;
+        }
+        case 'conflict':
+          return notOwned({ tag: 'payload-conflict' }, key, t);
+        case 'in-flight': {
+          const result = notOwned({ tag: 'in-flight' }, key, t);
+          if (out.val !== undefined) result.recovery = recoveredOut(key, out.val);
+          return result;
+        }
+        default:
+          throw new Error(`intentkey: the core answered an unknown run outcome ${out.tag} (a bug)`);
+      }
+    }
+
+    /**
+     * Claims the key; the owner runs the effect and finishes the record; every
+     * other attempt gets the stored response or the core's 409/422. With
+     * `{ lookup, readYourWrites? }`, a record left in flight is recovered once
+     * stale: found is replayed, a trusted absent re-runs the effect, unknown never.
+     */
+    async function run(input, effect, runOptions) {
+      if (typeof effect !== 'function') throw new TypeError('run(input, effect): effect must be a function (key) => response');
+      if (runOptions !== undefined) {
+        if (runOptions === null || typeof runOptions !== 'object') {
+          throw new TypeError('run(input, effect, options): options is { lookup, readYourWrites?, staleAfterSeconds? }');
+        }
+        for (const name of Object.keys(runOptions)) {
+          if (!RUN_OPTIONS.has(name)) {
+            throw new TypeError(`run(): unknown option ${name}; the options are ${[...RUN_OPTIONS].join(', ')}`);
+          }
+        }
+      }
+      const attempt = attemptOf(input);
+      return runAs('effect', attempt, effect, runOptions?.lookup === undefined ? undefined : runOptions);
+    }
+
+    /** A run of `kind` ('effect', 'step', 'tool-call'): see run(). */
+    async function runAs(kind, attempt, effect, recovery) {
+      const spec = runSpec(attempt, kind, recovery);
+      const ask = recovery === undefined ? undefined : askWith(recovery.lookup);
+      const { out, ran } = await driveRun((Flow) => Flow.run(spec, internal.seed()), effect, ask);
+      return runResult(attempt.key, out, ran, Number(spec.now));
     }
 
     function recoveryRules(request) {
@@ -454,29 +533,37 @@ export function guardFactory({ internal, claims }) {
       const rrules = recoveryRules(request);
       const key = nonEmpty(request.key, 'key');
       const { lookup, effect } = request;
-      const ask = async (k) => {
-        let answer;
-        try {
-          answer = await lookup(k);
-        } catch {
-          return UNKNOWN; // a look-up that fails (timeout, 5xx, network) could not tell
-        }
-        return lookupIn(answer);
+      const spec = {
+        attempt: { key, fingerprint: '', tenantId: '', actionType: '' },
+        kind: 'effect',
+        rules,
+        recovery: rrules,
+        now: BigInt(now()),
       };
-      const ownerToken = internal.ownerToken();
-      const t = now();
-      const out = await drive((Flow) => Flow.recover(key, ownerToken, t, rrules), ask);
-      const result = recoveredOut(key, out.val);
-      if (result.outcome === 'applied' && result.action === 're-execute') {
-        // The record is ours now, under the new token: run the effect again, same key.
-        const ran = await runEffect(effect, key);
-        const finished = await finish(key, ownerToken, ran);
-        if (ran.response === null) throw ran.error;
-        result.response = ran.response;
-        result.finished = finished;
-        if (ran.error !== undefined) result.error = ran.error;
+      const reRun = typeof effect === 'function';
+      const { out, ran } = await driveRun(
+        (Flow) => Flow.recoverRun(spec, internal.seed(), reRun),
+        effect,
+        askWith(lookup),
+      );
+      switch (out.tag) {
+        case 'ran': {
+          // Re-executed with the same key under the recovery's new owner token.
+          const result = { outcome: 'applied', key, action: 're-execute', finished: out.val.finished };
+          if (ran.response === null) throw ran.error;
+          result.response = ran.response;
+          if (ran.error !== undefined) result.error = ran.error;
+          return result;
+        }
+        case 'replayed':
+          return { outcome: 'applied', key, action: 'record-done', response: out.val.response };
+        case 'recovery':
+          return recoveredOut(key, out.val);
+        case 'in-flight':
+          return out.val === undefined ? { outcome: 'missing', key } : recoveredOut(key, out.val);
+        default:
+          throw new Error(`intentkey: the core answered an unknown recovery run ${out.tag} (a bug)`);
       }
-      return result;
     }
 
     /**
@@ -626,6 +713,7 @@ export function guardFactory({ internal, claims }) {
         finishSync: sync ? (key, ownerToken, wit) => internal.driving(store, null, (g) => g.finish(key, ownerToken, wit, now(), rules)) : null,
         now,
       }),
+      [RUN]: runAs,
       run,
       recover,
       recoverSync,

@@ -24,11 +24,9 @@
 //     the destination's look-up (`lookup`): found is recorded, unknown never
 //     re-executes.
 import { IntentkeyError } from './errors.js';
-import { refused } from './guard.js';
+import { RUN, refused } from './guard.js';
 
 const decoder = new TextDecoder();
-/** How many times a step or tool call claims again after its record changed under it. */
-const SETTLE_TRIES = 3;
 
 /**
  * Makes `createJournal` over one API (the Node entry's).
@@ -84,12 +82,6 @@ export function journalFactory({ claims, createGuard }) {
 
     const parse = (response) => JSON.parse(decoder.decode(response.body));
 
-    /** The core's reading of a guard answer: undefined (owned) or the recorded JSON text; throws otherwise. */
-    function answerOf(name, r) {
-      const outcome = r.outcome === 'done' ? { tag: 'done', val: r.response } : { tag: r.outcome };
-      return claims.stepAnswer(name, outcome);
-    }
-
     /** Adds what recovery said to a step-in-flight error. */
     function stillInFlight(e, recovery) {
       if (recovery !== undefined && e instanceof IntentkeyError) {
@@ -100,9 +92,32 @@ export function journalFactory({ claims, createGuard }) {
     }
 
     /**
+     * The journal's answer to a run the core drove: the output when this attempt
+     * ran it, the recorded output otherwise, or the core's error (step-in-flight,
+     * step-input-changed).
+     */
+    function answer(kind, name, key, r) {
+      if (r.outcome === 'owned') {
+        tell({ kind, name, key, outcome: r.recovered ? (kind === 'step' ? 'recovered' : 're-executed') : 'ran' });
+        return parse(r.response);
+      }
+      const outcome = r.outcome === 'done' ? { tag: 'done', val: r.response } : { tag: r.outcome };
+      let recorded;
+      try {
+        recorded = claims.stepAnswer(name, outcome);
+      } catch (e) {
+        throw stillInFlight(e, r.recovery);
+      }
+      tell({ kind, name, key, outcome: r.recovered ? 'recovered' : 'replayed' });
+      return JSON.parse(recorded);
+    }
+
+    /**
      * Runs `fn` once per run and step name; every later attempt gets its recorded
      * output. `input` (any JSON) is checked: the same name with another input is
-     * refused (step-in-flight and step-input-changed are IntentkeyErrors).
+     * refused (step-in-flight and step-input-changed are IntentkeyErrors). The
+     * sequence is the core's run flow for a step: a step left in flight by a
+     * crash is taken over once stale (its output lives only in the journal).
      */
     async function step(run, name, fn, stepOptions = {}) {
       if (typeof fn !== 'function') throw new TypeError('step(run, name, fn): fn must be a function () => output');
@@ -123,45 +138,14 @@ export function journalFactory({ claims, createGuard }) {
           throw refused(null, `step ${name}: its output cannot be recorded`);
         }
       };
-      for (let tries = 0; ; tries++) {
-        let r;
-        try {
-          r = await guard.run(attempt, effect);
-        } catch (e) {
-          throw failure.error ?? e;
-        }
-        if (r.outcome === 'owned') {
-          if (r.finished === 'stored') {
-            tell({ kind: 'step', name, key: attempt.key, outcome: 'ran' });
-            return parse(r.response);
-          }
-          // Superseded: a recoverer took the step over; the journal holds its output.
-          if (tries + 1 < SETTLE_TRIES) continue;
-        }
-        let recorded;
-        try {
-          recorded = answerOf(name, r);
-        } catch (e) {
-          if (!(e instanceof IntentkeyError) || e.code !== 'step-in-flight') throw e;
-          // A step left in flight by a crash: once stale, the core's recovery gives it
-          // to this attempt (a step's output lives only here: absent is the truth).
-          const recovery = await guard.recover({
-            key: attempt.key,
-            lookup: () => 'absent',
-            readYourWrites: true,
-            effect,
-          });
-          if (recovery.outcome === 'applied' && recovery.action === 're-execute' && recovery.finished === 'stored') {
-            tell({ kind: 'step', name, key: attempt.key, outcome: 'recovered' });
-            return parse(recovery.response);
-          }
-          if (failure.error !== undefined) throw failure.error;
-          if ((recovery.outcome === 'missing' || recovery.outcome === 'not-in-flight') && tries + 1 < SETTLE_TRIES) continue;
-          throw stillInFlight(e, recovery);
-        }
-        tell({ kind: 'step', name, key: attempt.key, outcome: 'replayed' });
-        return JSON.parse(recorded);
+      let r;
+      try {
+        // A step's look-up is the journal's own: the core answers it.
+        r = await guard[RUN]('step', attempt, effect, { lookup: () => 'absent', readYourWrites: true });
+      } catch (e) {
+        throw failure.error ?? e;
       }
+      return answer('step', name, attempt.key, r);
     }
 
     /**
@@ -188,52 +172,26 @@ export function journalFactory({ claims, createGuard }) {
           throw e;
         }
       };
-      for (let tries = 0; ; tries++) {
-        let r;
-        try {
-          r = await guard.run(attempt, wrapped);
-        } catch (e) {
-          throw failure.error ?? e;
-        }
-        if (r.outcome === 'owned') {
-          if (r.finished === 'stored' || r.finished === 'superseded') {
-            tell({ kind: 'tool-call', name, key: attempt.key, outcome: 'ran' });
-            return parse(r.response);
-          }
-          // Released (the effect refused) or left in flight with a response: hand it back.
-          return parse(r.response);
-        }
-        let recorded;
-        try {
-          recorded = answerOf(name, r);
-        } catch (e) {
-          if (!(e instanceof IntentkeyError) || e.code !== 'step-in-flight' || lookup === undefined) throw e;
-          const recovery = await guard.recover({
-            key: attempt.key,
-            lookup: async (key) => {
-              const answer = await lookup(key);
-              if (answer !== null && typeof answer === 'object' && 'found' in answer) {
-                return { found: outputResponse(name, answer.found) };
-              }
-              return answer;
-            },
-            readYourWrites: callOptions.readYourWrites ?? false,
-            effect: wrapped,
-          });
-          if (recovery.outcome === 'applied' && recovery.action === 'record-done') {
-            tell({ kind: 'tool-call', name, key: attempt.key, outcome: 'recovered' });
-            return parse(recovery.response);
-          }
-          if (recovery.outcome === 'applied' && recovery.action === 're-execute' && recovery.response !== undefined) {
-            tell({ kind: 'tool-call', name, key: attempt.key, outcome: 're-executed' });
-            return parse(recovery.response);
-          }
-          if ((recovery.outcome === 'missing' || recovery.outcome === 'not-in-flight') && tries + 1 < SETTLE_TRIES) continue;
-          throw stillInFlight(e, recovery);
-        }
-        tell({ kind: 'tool-call', name, key: attempt.key, outcome: 'replayed' });
-        return JSON.parse(recorded);
+      const recovery =
+        lookup === undefined
+          ? undefined
+          : {
+              lookup: async (key) => {
+                const found = await lookup(key);
+                if (found !== null && typeof found === 'object' && 'found' in found) {
+                  return { found: outputResponse(name, found.found) };
+                }
+                return found;
+              },
+              readYourWrites: callOptions.readYourWrites ?? false,
+            };
+      let r;
+      try {
+        r = await guard[RUN]('tool-call', attempt, wrapped, recovery);
+      } catch (e) {
+        throw failure.error ?? e;
       }
+      return answer('tool-call', name, attempt.key, r);
     }
 
     return Object.freeze({ step, toolCall, guard });

@@ -10,15 +10,13 @@
 // the effect's JSON result into the stored response and back, the user's
 // destination look-up into the guard's look-up answer, and the guard's outcome
 // into what the queue should do with the delivery.
-import { IntentkeyRefused, PIPELINE } from '../guard.js';
+import { IntentkeyRefused, PIPELINE, RUN } from '../guard.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** How long after the instant the core named a delayed delivery comes back (the core's times are whole seconds). */
 const MARGIN_MS = 250;
-/** Claims one delivery tries before it waits (a recovery lost to another, a superseded run, a released record). */
-const ROUNDS = 4;
 
 /**
  * A delivery that cannot finish now, or ever: `code` says which.
@@ -148,15 +146,16 @@ function claimInput(shape, keyer, where) {
     if (typeof intentId !== 'string') {
       throw new TypeError(`${where}: intentId must be the recorded intent's id, a string (got ${typeof intentId})`);
     }
-    const key =
-      intentEpoch === undefined
-        ? keyer.intentKey(tenantId, intentId, keyHexLength)
-        : keyer.intentKeyAt(tenantId, intentId, intentEpoch, keyHexLength);
-    const fingerprint =
-      intentEpoch === undefined
-        ? keyer.fingerprint(tenantId, actionType, payload)
-        : keyer.fingerprintAt(tenantId, actionType, payload, intentEpoch);
-    return { key, fingerprint, tenantId, actionType };
+    if (intentEpoch === undefined) {
+      // No epoch: the keyer's one secret (a keyring asks for the epoch, by name).
+      return {
+        key: keyer.intentKey(tenantId, intentId, keyHexLength),
+        fingerprint: keyer.fingerprint(tenantId, actionType, payload),
+        tenantId,
+        actionType,
+      };
+    }
+    return keyer.intentAttempt({ tenantId, actionType, payload, intentEpoch, intentId, keyHexLength });
   }
   const intentEpoch = need(
     shape,
@@ -164,12 +163,8 @@ function claimInput(shape, keyer, where) {
     'when the intent was recorded, whole seconds; or give intentId for the intent-hmac mode',
     where,
   );
-  return {
-    key: keyer.derive({ tenantId, actionType, payload, intentEpoch }),
-    fingerprint: keyer.fingerprintAt(tenantId, actionType, payload, intentEpoch),
-    tenantId,
-    actionType,
-  };
+  // The core's: key and fingerprint under the secret active at the intent's epoch.
+  return keyer.intentAttempt({ tenantId, actionType, payload, intentEpoch });
 }
 
 /**
@@ -272,50 +267,24 @@ export function createConsumer(options, who) {
     throw error;
   }
 
-  /** The delivery met the intent in flight: the core's recovery decides what happens now. */
-  async function recoverFor(job, key) {
-    const misuse = { error: null };
-    let rec;
-    try {
-      rec = await guard.recover({
-        key,
-        lookup: lookup === undefined ? () => 'unknown' : lookupFor(job, misuse),
-        readYourWrites,
-        effect: readYourWrites ? effectFor(job) : undefined,
-      });
-    } catch (e) {
-      return rethrow(e, job, key);
-    }
-    if (misuse.error !== null) return fail(job, key, misuse.error, 'invalid-lookup');
-    switch (rec.outcome) {
+  /** The delivery met its intent in flight and the core's recovery could not settle it now. */
+  function inFlight(job, key, rec) {
+    switch (rec?.outcome) {
       case 'not-due':
         return wait(job, key, 'in flight (another delivery may still be running it)', rec.dueAt);
-      case 'missing':
-        return null; // released meanwhile: claim again
       case 'not-in-flight':
-        if (rec.status === 'needs_reconciliation') {
+        return fail(job, key, permanent(job, key, 'needs-reconciliation', needsReconciliation(key)));
+      case 'applied':
+        if (rec.action === 'check-later') {
+          return wait(job, key, 'in flight and the destination could not tell whether it ran', rec.nextLookupAt);
+        }
+        if (rec.action === 'reconcile') {
           return fail(job, key, permanent(job, key, 'needs-reconciliation', needsReconciliation(key)));
         }
-        return null; // done meanwhile: claim again to replay
-      case 'lost':
-        return null; // another delivery recovered it first: claim again to see what it did
-      case 'applied':
-        switch (rec.action) {
-          case 'record-done':
-            return complete(job, key, 'recovered', rec.response);
-          case 're-execute':
-            if (rec.finished === 'stored') return complete(job, key, 're-executed', rec.response);
-            if (rec.finished === 'released') return released(job, key, rec);
-            return null; // superseded: claim again
-          case 'check-later':
-            return wait(job, key, 'in flight and the destination could not tell whether it ran', rec.nextLookupAt);
-          case 'reconcile':
-            return fail(job, key, permanent(job, key, 'needs-reconciliation', needsReconciliation(key)));
-          default:
-            throw new Error(`intentkey: unknown recovery action ${rec.action} (a bug)`);
-        }
+        throw new Error(`intentkey: the core left a recovery ${rec.action} unsettled (a bug)`);
       default:
-        throw new Error(`intentkey: unknown recovery outcome ${rec.outcome} (a bug)`);
+        // lost: another delivery recovered it first; look again shortly.
+        return wait(job, key, 'changing hands (recovered or released meanwhile)', now() + 1);
     }
   }
 
@@ -336,44 +305,41 @@ export function createConsumer(options, who) {
       // A job whose intent cannot be keyed never can be: fail it for good.
       return fail(job, undefined, e, 'invalid-intent');
     }
-    const run = effectFor(job);
-    for (let round = 0; round < ROUNDS; round++) {
-      let r;
-      try {
-        r = await guard.run(input, run);
-      } catch (e) {
-        return rethrow(e, job, input.key); // a store failure is thrown as it is: the queue retries
-      }
-      const { key } = r;
-      switch (r.outcome) {
-        case 'owned':
-          if (r.finished === 'stored') return complete(job, key, 'ran', r.response);
-          if (r.finished === 'released') return released(job, key, r);
-          continue; // superseded: a recovery settled the record while this ran; claim again to read it
-        case 'done':
-          return complete(job, key, 'replayed', r.response);
-        case 'payload-conflict':
-          return fail(
+    // The core's run flow: claim, replay, the effect, finish, recovery of a stale
+    // record with the destination's look-up, and a bounded claim-again.
+    const misuse = { error: null };
+    const recovery = { lookup: lookup === undefined ? () => 'unknown' : lookupFor(job, misuse), readYourWrites };
+    let r;
+    try {
+      r = await guard[RUN]('effect', input, effectFor(job), recovery);
+    } catch (e) {
+      return rethrow(e, job, input.key); // a store failure is thrown as it is: the queue retries
+    }
+    const { key } = r;
+    if (misuse.error !== null) return fail(job, key, misuse.error, 'invalid-lookup');
+    switch (r.outcome) {
+      case 'owned':
+        if (r.finished === 'released') return released(job, key, r);
+        return complete(job, key, r.recovered ? 're-executed' : 'ran', r.response);
+      case 'done':
+        return complete(job, key, r.recovered ? 'recovered' : 'replayed', r.response);
+      case 'payload-conflict':
+        return fail(
+          job,
+          key,
+          permanent(
             job,
             key,
-            permanent(
-              job,
-              key,
-              'payload-conflict',
-              `its intent's key ${key} was claimed with another payload (the fingerprint differs), so it is not run. ` +
-                'Two jobs with one intent id must carry the same payload: fix the producer, or record a new intent',
-            ),
-          );
-        case 'in-flight': {
-          const step = await recoverFor(job, key);
-          if (step !== null) return step;
-          continue;
-        }
-        default:
-          throw new Error(`intentkey: unknown claim outcome ${r.outcome} (a bug)`);
-      }
+            'payload-conflict',
+            `its intent's key ${key} was claimed with another payload (the fingerprint differs), so it is not run. ` +
+              'Two jobs with one intent id must carry the same payload: fix the producer, or record a new intent',
+          ),
+        );
+      case 'in-flight':
+        return inFlight(job, key, r.recovery);
+      default:
+        throw new Error(`intentkey: unknown claim outcome ${r.outcome} (a bug)`);
     }
-    return wait(job, input.key, 'changing hands (recovered or released meanwhile)', now() + 1);
   }
 
   return { consume };
