@@ -88,7 +88,7 @@ export interface Intent {
 /** One answer of deriveMany: a key or the error for that intent. */
 export type DeriveResult = { key: string; error?: undefined } | { key?: undefined; error: IntentkeyError };
 
-/** A policy document (see the project README), as an object or JSON text. */
+/** A policy document (see docs/keys.md, "Policies"), as an object or JSON text. */
 export type Policy = string | { readonly [member: string]: unknown };
 
 /** A secret's bytes: at least 32 random bytes, as bytes or hex. */

@@ -69,6 +69,26 @@ pub struct RepositoryReadme;
 #[doc = include_str!("../../../docs/agents-and-queues.md")]
 pub struct AgentsAndQueuesGuide;
 
+/// The Rust examples of the key modes (`docs/keys.md`), run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/keys.md")]
+pub struct KeysGuide;
+
+/// The Rust example of rotating the secret (`docs/rotation.md`), run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/rotation.md")]
+pub struct RotationGuide;
+
+/// The Rust example of the guard (`docs/claims.md`), run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/claims.md")]
+pub struct ClaimsGuide;
+
+/// The Rust example of the Redis store (`docs/redis.md`), compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/redis.md")]
+pub struct RedisGuide;
+
 /// A store failure: a stable code, what went wrong and whether retrying may help.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError {

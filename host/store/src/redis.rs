@@ -4,8 +4,8 @@
 //!
 //! The claim is `SET … NX` with no expiry; completion, recovery writes and
 //! release are scripts fenced on the owner token; only `done` records get a
-//! TTL. What Redis persistence the guarantee needs is in the README
-//! ("Redis").
+//! TTL. What Redis persistence the guarantee needs is in `docs/redis.md`
+//! ("Persistence").
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
