@@ -1,5 +1,6 @@
-// intentkey/fastify: idempotency as a Fastify plugin (fastify-plugin, so its
-// hooks apply to every route of the scope it is registered in). Thin: hooks read
+// intentkey/fastify: idempotency as a Fastify plugin that is not encapsulated (as
+// fastify-plugin makes one, without the dependency), so its hooks apply to every
+// route of the scope it is registered in. Thin: hooks read
 // the request and write the reply; the shared pipeline (http/pipeline.js) does
 // the rest.
 //
@@ -24,7 +25,6 @@
 // The route is Fastify's route template (`request.routeOptions.url`). The owner's
 // handler finds `request.idempotency = { key, tenantId }`. A route opts out with
 // `config: { idempotency: false }`.
-import fp from 'fastify-plugin';
 import { createPipeline, init } from '../http/node.js';
 import { discardRest, peekBody } from '../http/node-body.js';
 import { headerPairs } from '../http/pipeline.js';
@@ -191,6 +191,13 @@ async function intentkeyPlugin(fastify, options) {
   });
 }
 
+// What fastify-plugin sets, written out so that the package needs nothing but
+// Fastify itself: not encapsulated (skip-override), a name, and the Fastify
+// versions it runs on (plugin-meta, which Fastify checks at register()).
+intentkeyPlugin[Symbol.for('skip-override')] = true;
+intentkeyPlugin[Symbol.for('fastify.display-name')] = 'intentkey';
+intentkeyPlugin[Symbol.for('plugin-meta')] = Object.freeze({ fastify: '>=4', name: 'intentkey' });
+
 /** The Fastify plugin: `await app.register(intentkey, { secret, store, … })`. */
-export const intentkey = fp(intentkeyPlugin, { fastify: '>=4', name: 'intentkey' });
+export const intentkey = intentkeyPlugin;
 export default intentkey;
