@@ -543,10 +543,26 @@ pub fn cases() -> Vec<CaseSpec> {
         ("non-ASCII", vec![q("clé")], "key-invalid"),
         ("10,000 characters", vec![q(&long(10_000))], "key-too-long"),
         ("256 characters", vec![q(&long(256))], "key-too-long"),
-        ("a bare token with a space", vec!["order 1".into()], "key-invalid"),
-        ("a bare token with a comma", vec!["a,b".into()], "key-invalid"),
-        ("a bare token with a quote", vec!["a\"b".into()], "key-invalid"),
-        ("a bare token of 256 characters", vec![long(256)], "key-too-long"),
+        (
+            "a bare token with a space",
+            vec!["order 1".into()],
+            "key-invalid",
+        ),
+        (
+            "a bare token with a comma",
+            vec!["a,b".into()],
+            "key-invalid",
+        ),
+        (
+            "a bare token with a quote",
+            vec!["a\"b".into()],
+            "key-invalid",
+        ),
+        (
+            "a bare token of 256 characters",
+            vec![long(256)],
+            "key-too-long",
+        ),
         (
             "an escape other than \\\" and \\\\",
             vec![r#""a\nb""#.into()],
