@@ -822,7 +822,7 @@ def _reply(rec: Any) -> Reply:
 def _options_dict(rec: Any) -> dict:
     return {
         "profile": rec.profile,
-        "accept_bare_token": _get(rec, "accept_bare_token"),
+        "strict_key_syntax": _get(rec, "strict_key_syntax"),
         "retry_after_seconds": _get(rec, "retry_after_seconds"),
         "replay_headers": list(_get(rec, "replay_headers")),
         "key_required": _get(rec, "key_required"),
@@ -851,7 +851,7 @@ class Endpoint:
     ignored fields leave that route's fingerprints.
     """
 
-    def __init__(self, secret: Optional[bytes] = None, *, profile: str = "ietf", accept_bare_token: Optional[bool] = None,
+    def __init__(self, secret: Optional[bytes] = None, *, profile: str = "ietf", strict_key_syntax: Optional[bool] = None,
                  retry_after_seconds: Optional[int] = None, replay_headers: Optional[Sequence[str]] = None,
                  key_required: Optional[bool] = None, max_body_bytes: Optional[int] = None,
                  policies: Optional[Mapping[str, Any]] = None, runtime: Optional[Runtime] = None,
@@ -868,7 +868,7 @@ class Endpoint:
         self._window = None if window_seconds is None else _s64(window_seconds)
         self._rt = _runtime(runtime)
         options = default_options(profile, runtime=self._rt)
-        given = {"accept_bare_token": accept_bare_token, "retry_after_seconds": retry_after_seconds,
+        given = {"strict_key_syntax": strict_key_syntax, "retry_after_seconds": retry_after_seconds,
                  "replay_headers": None if replay_headers is None else list(replay_headers),
                  "key_required": key_required, "max_body_bytes": max_body_bytes}
         options.update({k: v for k, v in given.items() if v is not None})

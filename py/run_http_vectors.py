@@ -38,7 +38,7 @@ SCHEMA = "intentkey_http_vectors_v1"
 KINDS = ("handler", "failed", "unguarded", "replay", "in-flight", "payload-conflict", "refused")
 PROBE_KEY = "fingerprint-probe"
 STORAGE_KEY_ROUTE = "/storage-key"
-DEFAULTS = {"accept_bare_token": False, "retry_after_seconds": 1, "replay_headers": ["Location", "Content-Type"],
+DEFAULTS = {"strict_key_syntax": False, "retry_after_seconds": 1, "replay_headers": ["Location", "Content-Type"],
             "key_required": True, "max_body_bytes": 1048576, "policies": {}}
 
 
@@ -81,7 +81,7 @@ def reply_diff(want: Dict[str, Any], got: ik.Reply, at: str) -> List[str]:
 
 
 def endpoint_of(secret: bytes, config: Dict[str, Any]) -> ik.Endpoint:
-    return ik.Endpoint(secret, profile=config["profile"], accept_bare_token=config["accept_bare_token"],
+    return ik.Endpoint(secret, profile=config["profile"], strict_key_syntax=config["strict_key_syntax"],
                        retry_after_seconds=config["retry_after_seconds"], replay_headers=config["replay_headers"],
                        key_required=config["key_required"], max_body_bytes=config["max_body_bytes"],
                        policies=config["policies"])

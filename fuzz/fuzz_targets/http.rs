@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     let profile = [Profile::Ietf, Profile::Stripe, Profile::Ofb][usize::from(data[0] % 3)];
     let content_type = TYPES[usize::from(data[1]) % TYPES.len()];
     let options = Options {
-        accept_bare_token: data[2] & 1 == 1,
+        strict_key_syntax: data[2] & 1 == 1,
         key_required: data[2] & 2 == 0,
         max_body_bytes: if data[2] & 4 == 0 { 1 << 20 } else { 64 },
         ..Options::new(profile)

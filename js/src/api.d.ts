@@ -337,8 +337,8 @@ export type EndpointOptions = SecretOption & EndpointSettings;
 export interface EndpointSettings {
   /** Default 'ietf'. */
   profile?: Profile;
-  /** `ietf` only: also accept a key sent without quotes. Default false. */
-  acceptBareToken?: boolean;
+  /** `ietf` only: accept only a quoted key (RFC 8941 sf-string) and answer 400 to a bare one. Default false: both are taken. */
+  strictKeySyntax?: boolean;
   /** The Retry-After of a 409 or 503, in seconds. Default 1. */
   retryAfterSeconds?: number;
   /** Stored headers a replay restores, besides the defaults Location and Content-Type. */
@@ -426,6 +426,13 @@ export interface Endpoint {
   unavailable(now?: Now): Reply;
   /** 500: the handler failed and its outcome is unknown (the record stays in flight). No stack trace. */
   failed(now?: Now): Reply;
+  /**
+   * The core's class of an error raised instead of an answer, from the HTTP
+   * status it carries: 'released' for a 4xx (refused before anything happened:
+   * the claim is released, the framework's answer sent unstored), 'ambiguous'
+   * otherwise (the record stays in flight; answer failed()).
+   */
+  classifyErrorStatus(status: number): 'released' | 'ambiguous' | 'terminal';
   /** Frees the endpoint and its copy of the secret now (otherwise when garbage-collected). */
   dispose(): void;
 }

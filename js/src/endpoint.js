@@ -20,6 +20,45 @@ function optionError(option, message) {
   return new IntentkeyError('invalid-argument', `createEndpoint: \`${option}\` ${message}`, option);
 }
 
+/** Options that were renamed or dropped, and what to use instead. */
+const FORMER_OPTIONS = Object.freeze({
+  acceptBareToken: 'the ietf profile takes bare keys by default; `strictKeySyntax: true` accepts only quoted ones',
+});
+
+/**
+ * Refuses any own key of `options` that is not in `known`: a misspelt option
+ * (`maxBodySize`, `strictKeys`) would otherwise be ignored without a word.
+ * @param {object} options
+ * @param {readonly string[]} known
+ * @param {string} who the function the options are given to, for the message
+ */
+export function checkOptionNames(options, known, who) {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const instead = FORMER_OPTIONS[name];
+    throw new IntentkeyError(
+      'invalid-argument',
+      instead === undefined
+        ? `${who}: \`${name}\` is not an option; the options are ${known.join(', ')}`
+        : `${who}: \`${name}\` is no longer an option: ${instead}`,
+      name,
+    );
+  }
+}
+
+/** The options createEndpoint takes. */
+export const ENDPOINT_OPTIONS = Object.freeze([
+  'secret',
+  'keyring',
+  'profile',
+  'strictKeySyntax',
+  'retryAfterSeconds',
+  'replayHeaders',
+  'keyRequired',
+  'maxBodyBytes',
+  'policies',
+]);
+
 function boolOption(value, fallback, option) {
   if (value === undefined || value === null) return fallback;
   if (typeof value !== 'boolean') throw optionError(option, 'must be true or false');
@@ -174,7 +213,7 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
    *   secret?: Uint8Array | ArrayBuffer | string,
    *   keyring?: { secrets: { id: string, activeFrom: number | bigint, secret: Uint8Array | ArrayBuffer | string }[], windowSeconds?: number | bigint },
    *   profile?: 'ietf' | 'stripe' | 'ofb',
-   *   acceptBareToken?: boolean,
+   *   strictKeySyntax?: boolean,
    *   retryAfterSeconds?: number,
    *   replayHeaders?: string[],
    *   keyRequired?: boolean,
@@ -186,6 +225,7 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
     if (options === null || typeof options !== 'object') {
       throw new TypeError('createEndpoint takes an options object: { secret or keyring, profile?, policies?, … }');
     }
+    checkOptionNames(options, ENDPOINT_OPTIONS, 'createEndpoint');
     const profile = options.profile ?? 'ietf';
     if (!PROFILES.includes(profile)) {
       throw optionError('profile', `must be one of ${PROFILES.join(', ')} (got ${JSON.stringify(profile)})`);
@@ -194,7 +234,7 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
     const base = callOn(inst, (i) => i.http.defaultOptions(profile));
     const wit = {
       profile,
-      acceptBareToken: boolOption(options.acceptBareToken, base.acceptBareToken, 'acceptBareToken'),
+      strictKeySyntax: boolOption(options.strictKeySyntax, base.strictKeySyntax, 'strictKeySyntax'),
       retryAfterSeconds: u32Option(options.retryAfterSeconds, base.retryAfterSeconds, 'retryAfterSeconds'),
       replayHeaders: [...base.replayHeaders, ...headerNames(options.replayHeaders, 'replayHeaders')],
       keyRequired: boolOption(options.keyRequired, base.keyRequired, 'keyRequired'),
@@ -259,6 +299,17 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       unavailable: reply('unavailable'),
       /** 500: the handler failed; its outcome is unknown and the record stays in flight. */
       failed: reply('failed'),
+      /**
+       * The core's outcome class of an error that carries HTTP status `status`
+       * raised instead of an answer: 'released' (a 4xx: refused before anything
+       * happened) or 'ambiguous' (left in flight, answered with failed()).
+       */
+      classifyErrorStatus(status) {
+        if (!Number.isInteger(status) || status < 0 || status > 65535) {
+          throw new TypeError(`classifyErrorStatus: the status must be a whole number from 0 to 65535 (got ${String(status)})`);
+        }
+        return callOn(inst, (i) => i.http.classifyErrorStatus(status));
+      },
       /**
        * Admits `request`, claims it on the synchronous `store` and answers an
        * attempt that does not own the effect, in one component call:

@@ -83,7 +83,7 @@ function endpointOf(api, secretHex, config) {
   return api.createEndpoint({
     secret: secretHex,
     profile: config.profile,
-    acceptBareToken: config.accept_bare_token,
+    strictKeySyntax: config.strict_key_syntax,
     retryAfterSeconds: config.retry_after_seconds,
     replayHeaders: config.replay_headers,
     keyRequired: config.key_required,
@@ -95,7 +95,7 @@ function endpointOf(api, secretHex, config) {
 function defaults(profile, policies = {}) {
   return {
     profile,
-    accept_bare_token: false,
+    strict_key_syntax: false,
     retry_after_seconds: 1,
     replay_headers: ['Location', 'Content-Type'],
     key_required: true,

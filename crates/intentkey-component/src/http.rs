@@ -3,7 +3,7 @@
 use crate::bindings::exports::intentkey::core::http::{self as wit, GuestEndpoint};
 use crate::bindings::intentkey::core::secrets;
 use crate::bindings::intentkey::core::types as t;
-use crate::convert::{attempt_out, outcome_in, wit_error};
+use crate::convert::{attempt_out, class_out, outcome_in, wit_error};
 use crate::Component;
 use intentkey::http as core;
 use intentkey::{Policy, Secret};
@@ -30,7 +30,7 @@ fn profile_out(p: core::Profile) -> wit::Profile {
 fn options_in(o: wit::Options) -> core::Options {
     core::Options {
         profile: profile_in(o.profile),
-        accept_bare_token: o.accept_bare_token,
+        strict_key_syntax: o.strict_key_syntax,
         retry_after_seconds: o.retry_after_seconds,
         replay_headers: o.replay_headers,
         key_required: o.key_required,
@@ -73,12 +73,16 @@ impl wit::Guest for Component {
         let o = core::Options::new(profile_in(profile));
         wit::Options {
             profile: profile_out(o.profile),
-            accept_bare_token: o.accept_bare_token,
+            strict_key_syntax: o.strict_key_syntax,
             retry_after_seconds: o.retry_after_seconds,
             replay_headers: o.replay_headers,
             key_required: o.key_required,
             max_body_bytes: o.max_body_bytes,
         }
+    }
+
+    fn classify_error_status(status: u16) -> t::OutcomeClass {
+        class_out(core::classify_error_status(status))
     }
 }
 

@@ -428,3 +428,42 @@ fn the_component_reader_wants_an_arm_of_the_same_name() {
     );
     assert_eq!(unmapped_codes(&crossed), ["InvalidRandom"]);
 }
+
+/// Every error code SECURITY.md names is one the core raises: each
+/// backticked kebab-case word there is an [`ErrorCode`], or one of the few
+/// named terms that are not codes (a key strategy, a Redis setting).
+#[test]
+fn security_md_names_only_real_error_codes() {
+    const NOT_CODES: [&str; 2] = ["intent-hmac", "min-replicas-to-write"];
+    let text = read("SECURITY.md");
+    let codes: Codes = ErrorCode::ALL
+        .iter()
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    let named: Codes = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|word| word.contains('-') && is_kebab(word))
+        .map(str::to_owned)
+        .collect();
+    let unknown: Vec<&String> = named
+        .iter()
+        .filter(|w| !codes.contains(*w) && !NOT_CODES.contains(&w.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "SECURITY.md names error codes the core does not have: {unknown:?}"
+    );
+    for term in NOT_CODES {
+        assert!(
+            named.contains(term),
+            "SECURITY.md no longer names `{term}`: drop it from NOT_CODES"
+        );
+    }
+    // A short secret is `secret-too-short` (`invalid-secret` is a missing or non-hex one).
+    assert!(
+        text.contains("A shorter secret is refused (`secret-too-short`)"),
+        "SECURITY.md must name the code a short secret gets"
+    );
+}

@@ -19,9 +19,10 @@ fn reason(options: &Options, value: &str) -> KeyErrorReason {
     }
 }
 
-fn bare_ietf() -> Options {
+/// `ietf` with strict key syntax: only RFC 8941 sf-strings.
+fn strict_ietf() -> Options {
     Options {
-        accept_bare_token: true,
+        strict_key_syntax: true,
         ..Options::new(Profile::Ietf)
     }
 }
@@ -29,14 +30,14 @@ fn bare_ietf() -> Options {
 /// What each profile makes of the same header values: `Ok(key)` or the reason.
 #[test]
 fn each_profile_reads_its_own_syntax() {
-    let ietf = Options::new(Profile::Ietf);
-    let bare = bare_ietf();
+    let ietf = strict_ietf();
+    let bare = Options::new(Profile::Ietf);
     let stripe = Options::new(Profile::Stripe);
     let ofb = Options::new(Profile::Ofb);
     use KeyErrorReason::{Invalid, Missing};
     type Want = Result<&'static str, KeyErrorReason>;
     let cases: &[(&str, Want, Want, Want, Want)] = &[
-        // value, ietf, ietf + bare, stripe, ofb
+        // value, ietf strict, ietf (default: bare or quoted), stripe, ofb
         (
             r#""abc""#,
             Ok("abc"),
@@ -131,8 +132,8 @@ fn each_profile_reads_its_own_syntax() {
 #[test]
 fn control_characters_and_non_ascii_are_refused_in_every_profile() {
     for options in [
+        strict_ietf(),
         Options::new(Profile::Ietf),
-        bare_ietf(),
         Options::new(Profile::Stripe),
         Options::new(Profile::Ofb),
     ] {
@@ -168,7 +169,7 @@ fn control_characters_and_non_ascii_are_refused_in_every_profile() {
 fn messages_name_the_header_and_never_repeat_the_value() {
     let secret_looking = "sk_live_do_not_echo\u{1b}[31m";
     for options in [
-        Options::new(Profile::Ietf),
+        strict_ietf(),
         Options::new(Profile::Stripe),
         Options::new(Profile::Ofb),
     ] {
@@ -196,8 +197,8 @@ fn messages_name_the_header_and_never_repeat_the_value() {
 #[test]
 fn lengths_up_to_the_profile_maximum() {
     for (options, max) in [
+        (strict_ietf(), 255),
         (Options::new(Profile::Ietf), 255),
-        (bare_ietf(), 255),
         (Options::new(Profile::Stripe), 255),
         (Options::new(Profile::Ofb), 40),
     ] {
@@ -236,16 +237,16 @@ fn lengths_up_to_the_profile_maximum() {
             );
         }
     }
-    // ietf without the bare option: a long unquoted value is simply not a quoted string.
+    // strict ietf: a long unquoted value is simply not a quoted string.
     assert_eq!(
-        reason(&Options::new(Profile::Ietf), &"k".repeat(10_000)),
+        reason(&strict_ietf(), &"k".repeat(10_000)),
         KeyErrorReason::Invalid
     );
 }
 
 #[test]
 fn header_names_match_case_insensitively_and_other_headers_are_ignored() {
-    let ietf = Options::new(Profile::Ietf);
+    let ietf = strict_ietf();
     for name in [
         "Idempotency-Key",
         "idempotency-key",
@@ -288,7 +289,7 @@ fn header_names_match_case_insensitively_and_other_headers_are_ignored() {
 #[test]
 fn a_header_sent_more_than_once_is_invalid_even_if_the_values_agree() {
     for options in [
-        Options::new(Profile::Ietf),
+        strict_ietf(),
         Options::new(Profile::Stripe),
         Options::new(Profile::Ofb),
     ] {
@@ -402,8 +403,8 @@ fn two_tenants_sending_one_key_get_different_storage_keys() {
 #[test]
 fn a_quoted_and_a_bare_spelling_of_one_key_share_the_storage_key() {
     let secret = secret();
-    let quoted = parse(&Options::new(Profile::Ietf), r#""abc""#).unwrap();
-    let bare = parse(&bare_ietf(), "abc").unwrap();
+    let quoted = parse(&strict_ietf(), r#""abc""#).unwrap();
+    let bare = parse(&Options::new(Profile::Ietf), "abc").unwrap();
     assert_eq!(
         storage_key(&secret, "t", &quoted).unwrap(),
         storage_key(&secret, "t", &bare).unwrap()

@@ -68,7 +68,7 @@ fn ietf_answers_are_problem_details() {
     );
     assert_eq!(
         body(&missing),
-        r#"{"type":"https://intentkey.dev/problems/idempotency-key-missing","title":"Idempotency-Key is missing","status":400,"detail":"the `Idempotency-Key` header is missing or empty; send one key of 1 to 255 printable ASCII characters as a quoted string, the same on every retry, e.g. Idempotency-Key: \"8e03978e-40d5-43e8-bc93-6894a57f9324\""}"#
+        r#"{"type":"https://intentkey.dev/problems/idempotency-key-missing","title":"Idempotency-Key is missing","status":400,"detail":"the `Idempotency-Key` header is missing or empty; send one key of 1 to 255 printable ASCII characters, bare (no space, `\"` or `,`) or as a quoted string, the same on every retry, e.g. Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324"}"#
     );
 
     let long = key_error(Profile::Ietf, &[&format!("\"{}\"", "k".repeat(256))]);

@@ -171,7 +171,7 @@ pub struct EndpointConfig {
     /// `ietf`, `stripe` or `ofb`.
     pub profile: String,
     /// `ietf` only: accept a key without quotes.
-    pub accept_bare_token: bool,
+    pub strict_key_syntax: bool,
     /// The `Retry-After` of a 409 or 503.
     pub retry_after_seconds: u32,
     /// The stored headers a replay restores.
@@ -189,7 +189,7 @@ impl EndpointConfig {
     pub fn defaults(profile: &str) -> Self {
         EndpointConfig {
             profile: profile.to_owned(),
-            accept_bare_token: false,
+            strict_key_syntax: false,
             retry_after_seconds: 1,
             replay_headers: vec!["Location".into(), "Content-Type".into()],
             key_required: true,
@@ -1011,7 +1011,7 @@ fn endpoint(v: &Value, at: &str) -> Parsed<EndpointConfig> {
     }
     Ok(EndpointConfig {
         profile,
-        accept_bare_token: boolean(v, "accept_bare_token", at)?,
+        strict_key_syntax: boolean(v, "strict_key_syntax", at)?,
         retry_after_seconds: integer(v, "retry_after_seconds", at)?,
         replay_headers: array(v, "replay_headers", at)?
             .iter()
@@ -1403,7 +1403,7 @@ fn j_value(v: &Value) -> J {
 fn j_endpoint(e: &EndpointConfig) -> J {
     J::Obj(vec![
         ("profile", j_str(&e.profile)),
-        ("accept_bare_token", J::Bool(e.accept_bare_token)),
+        ("strict_key_syntax", J::Bool(e.strict_key_syntax)),
         (
             "retry_after_seconds",
             J::Num(i64::from(e.retry_after_seconds)),

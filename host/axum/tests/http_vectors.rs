@@ -58,7 +58,7 @@ fn options(case: &Case) -> Options {
     let e = &case.endpoint;
     Options {
         profile: Profile::parse(&e.profile).unwrap(),
-        accept_bare_token: e.accept_bare_token,
+        strict_key_syntax: e.strict_key_syntax,
         retry_after_seconds: e.retry_after_seconds,
         replay_headers: e.replay_headers.clone(),
         key_required: e.key_required,

@@ -28,9 +28,9 @@ pub struct OpenapiArgs {
     /// Seconds a completed request is replayed (the record's TTL).
     #[arg(long, default_value_t = DEFAULT_TTL_SECONDS)]
     ttl: i64,
-    /// `ietf`: also accept keys sent without quotes.
+    /// `ietf`: accept only quoted keys (RFC 8941 sf-strings), not bare ones.
     #[arg(long)]
-    accept_bare_token: bool,
+    strict_key_syntax: bool,
     /// Requests without a key run unguarded instead of getting 400.
     #[arg(long)]
     optional_key: bool,
@@ -48,7 +48,7 @@ pub fn openapi_cmd(a: &OpenapiArgs) -> Result<Value, CliError> {
         ProfileArg::Stripe => Profile::Stripe,
         ProfileArg::Ofb => Profile::Ofb,
     });
-    options.accept_bare_token = a.accept_bare_token;
+    options.strict_key_syntax = a.strict_key_syntax;
     options.key_required = !a.optional_key;
     options.max_body_bytes = a.max_body_bytes;
     options

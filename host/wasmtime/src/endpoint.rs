@@ -91,7 +91,7 @@ fn profile_in(p: wit::Profile) -> Profile {
 fn options_out(o: &Options) -> wit::Options {
     wit::Options {
         profile: profile_out(o.profile),
-        accept_bare_token: o.accept_bare_token,
+        strict_key_syntax: o.strict_key_syntax,
         retry_after_seconds: o.retry_after_seconds,
         replay_headers: o.replay_headers.clone(),
         key_required: o.key_required,
@@ -102,7 +102,7 @@ fn options_out(o: &Options) -> wit::Options {
 fn options_in(o: wit::Options) -> Options {
     Options {
         profile: profile_in(o.profile),
-        accept_bare_token: o.accept_bare_token,
+        strict_key_syntax: o.strict_key_syntax,
         retry_after_seconds: o.retry_after_seconds,
         replay_headers: o.replay_headers,
         key_required: o.key_required,

@@ -17,6 +17,10 @@
 // flight and the client gets the core's 500 (no stack trace): under Express,
 // add `app.use(guarded.onError)` after the routes so that a route's throw is
 // seen (otherwise Express's own error page would be stored as the answer).
+// An error that carries a 4xx status (express.json()'s 400 for a body such as
+// `false`, an http-errors error) is the core's `released` class: onError hands
+// it on to the next error handler, whose answer goes out unstored, and the
+// claim is released, so a retry runs again instead of getting 409.
 import { createPipeline, init } from '../http/node.js';
 import { discardRest, peekBody, unread } from '../http/node-body.js';
 import { headerPairs } from '../http/pipeline.js';
@@ -123,6 +127,8 @@ function capture(res, ticket) {
   let settle;
   let callbacks = [];
   let settled = false;
+  /** The answer is the framework's to an error of the released class: sent, not stored. */
+  let released = false;
   const done = new Promise((resolve) => {
     settle = resolve;
   });
@@ -172,12 +178,12 @@ function capture(res, ticket) {
     };
     if (ticket.completeSync !== null) {
       // Finished (stored, released or superseded) before a byte is sent.
-      ticket.completeSync(response);
+      ticket.completeSync(response, released);
       flush();
       settle({ sent: true });
       return res;
     }
-    settle({ response });
+    settle({ response, released });
     return res;
   };
 
@@ -207,6 +213,18 @@ function capture(res, ticket) {
     get settled() {
       return settled;
     },
+    /**
+     * An error of the released class: what the handler wrote is dropped, and
+     * the next error handler's answer is captured, finished as released and sent.
+     */
+    answerUnstored() {
+      released = true;
+      chunks.length = 0;
+      size = 0;
+      callbacks = [];
+      for (const name of res.getHeaderNames()) res.removeHeader(name);
+    },
+    ticket,
     /** The handler failed: nothing of what it wrote is sent or stored. */
     fail(error) {
       if (settled) return false;
@@ -273,7 +291,7 @@ export function idempotency(options) {
     if (outcome.response !== undefined) {
       // Owned: what the handler wrote goes out whatever finishing did (stored,
       // released for a retry, or superseded by a recovery).
-      await ticket.complete(outcome.response);
+      await ticket.complete(outcome.response, outcome.released);
       held.flush();
     } else {
       held.replace(await ticket.fail(outcome.error));
@@ -286,12 +304,19 @@ export function idempotency(options) {
   /**
    * Express error middleware (app.use(guarded.onError) after the routes): a
    * route that throws leaves its record in flight and gets the core's 500,
-   * instead of having Express's error page stored as its answer. Errors of
+   * instead of having Express's error page stored as its answer. An error
+   * with a 4xx status (a body parser's 400) releases the claim: it goes on to
+   * the next error handler, whose answer is sent and not stored. Errors of
    * requests the middleware does not hold go on to the next error handler.
    */
   middleware.onError = function idempotencyOnError(err, req, res, next) {
     const held = req[HELD];
     if (held !== undefined && !held.settled) {
+      if (held.ticket.errorClass(err) === 'released') {
+        held.answerUnstored();
+        next(err);
+        return;
+      }
       held.fail(err);
       return;
     }

@@ -1,5 +1,6 @@
-// intentkey/fastify: idempotency as a Fastify plugin (fastify-plugin, so its
-// hooks apply to every route of the scope it is registered in). Thin: hooks read
+// intentkey/fastify: idempotency as a Fastify plugin that is not encapsulated (as
+// fastify-plugin makes one, without the dependency), so its hooks apply to every
+// route of the scope it is registered in. Thin: hooks read
 // the request and write the reply; the shared pipeline (http/pipeline.js) does
 // the rest.
 //
@@ -10,16 +11,20 @@
 //   preHandler  after validation (and whatever auth runs before it): the core
 //               admits, the guard claims; a request that does not own the
 //               effect gets its answer here and the handler does not run;
-//   onError     a handler that throws: its outcome is unknown;
+//   onError     a handler that throws: its outcome is unknown, unless the error
+//               carries a 4xx statusCode (the core's released class);
 //   onSend      the owner's answer (status, headers, the serialized payload) is
 //               finished by its outcome class and sent as it is; after a throw,
 //               the core's 500 (no stack trace) goes out instead and the record
-//               stays in flight.
+//               stays in flight; after a throw with a 4xx statusCode, Fastify's
+//               answer to it goes out, the claim is released and nothing stored.
+//
+// Body parsing and schema validation run before preHandler: a body Fastify
+// refuses (400, 415) is answered before anything is claimed.
 //
 // The route is Fastify's route template (`request.routeOptions.url`). The owner's
 // handler finds `request.idempotency = { key, tenantId }`. A route opts out with
 // `config: { idempotency: false }`.
-import fp from 'fastify-plugin';
 import { createPipeline, init } from '../http/node.js';
 import { discardRest, peekBody } from '../http/node-body.js';
 import { headerPairs } from '../http/pipeline.js';
@@ -38,6 +43,8 @@ const THROWN = Symbol('intentkey.thrown');
  * alone (400 or 413), so no tenant is ever derived from it.
  */
 const OVER_LIMIT_TENANT = 'intentkey:over-limit';
+/** What Fastify's register() itself reads from a plugin's options, and passes on. */
+const FASTIFY_REGISTER_OPTIONS = Object.freeze(['prefix', 'logLevel', 'logSerializers']);
 
 /** Every value of a request header, one per header line. */
 function headerValues(request, name) {
@@ -96,7 +103,7 @@ async function payloadBytes(payload) {
  * @param {import('./fastify.d.ts').FastifyIdempotencyOptions} options
  */
 async function intentkeyPlugin(fastify, options) {
-  const pipeline = createPipeline(options, 'the intentkey Fastify plugin');
+  const pipeline = createPipeline(options, 'the intentkey Fastify plugin', FASTIFY_REGISTER_OPTIONS);
   const { endpoint } = pipeline;
   const applies = (request) => pipeline.guards(request.method) && request.routeOptions?.config?.idempotency !== false;
 
@@ -158,6 +165,15 @@ async function intentkeyPlugin(fastify, options) {
   fastify.addHook('onSend', async (request, reply, payload) => {
     const ticket = request[TICKET];
     if (ticket === undefined || ticket.settled) return payload;
+    if (request[THROWN] !== undefined && ticket.errorClass(request[THROWN]) === 'released') {
+      // Fastify answered the error with its 4xx: sent, the claim released.
+      const { bytes, payload: out } = await payloadBytes(payload);
+      await ticket.complete(
+        { status: reply.statusCode, headers: headerPairs(Object.entries(reply.getHeaders())), body: bytes },
+        true,
+      );
+      return out;
+    }
     if (request[THROWN] !== undefined) {
       const failed = await ticket.fail(request[THROWN], (message, error) => request.log.error({ err: error }, message));
       for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
@@ -175,6 +191,13 @@ async function intentkeyPlugin(fastify, options) {
   });
 }
 
+// What fastify-plugin sets, written out so that the package needs nothing but
+// Fastify itself: not encapsulated (skip-override), a name, and the Fastify
+// versions it runs on (plugin-meta, which Fastify checks at register()).
+intentkeyPlugin[Symbol.for('skip-override')] = true;
+intentkeyPlugin[Symbol.for('fastify.display-name')] = 'intentkey';
+intentkeyPlugin[Symbol.for('plugin-meta')] = Object.freeze({ fastify: '>=4', name: 'intentkey' });
+
 /** The Fastify plugin: `await app.register(intentkey, { secret, store, … })`. */
-export const intentkey = fp(intentkeyPlugin, { fastify: '>=4', name: 'intentkey' });
+export const intentkey = intentkeyPlugin;
 export default intentkey;

@@ -14,7 +14,11 @@
 // reading stops), so the handler reads the request body as sent. The owner's
 // Response is read whole, finished by its outcome class, and sent again as it
 // was; a handler that throws gets the core's 500 (no stack trace) and leaves the
-// record in flight. Every answer is the core's (http/pipeline.js).
+// record in flight. An error with a 4xx status (Hono's HTTPException(400)) is
+// the core's released class: under Hono its answer (app.onError's) goes out
+// unstored; from a plain fetch handler the error is thrown on; either way the
+// claim is released, so a retry runs again. Every other answer is the core's
+// (http/pipeline.js).
 
 const EMPTY = new Uint8Array(0);
 /** Statuses whose responses have no body (the Response constructor refuses one). */
@@ -133,14 +137,21 @@ export function fetchAdapter(createPipeline) {
     } finally {
       contexts.delete(request);
     }
-    if (outcome.error === undefined) {
+    // An error of the released class (a 4xx status): answered by the framework
+    // when it did (Hono's c.res), else thrown on; the claim is released.
+    const released = outcome.error !== undefined && ticket.errorClass(outcome.error) === 'released';
+    if (released && outcome.response === undefined) {
+      await ticket.release();
+      throw outcome.error;
+    }
+    if (outcome.error === undefined || released) {
       let captured;
       try {
         captured = await captureResponse(outcome.response);
       } catch (error) {
         return { response: toResponse(await ticket.fail(error)) };
       }
-      await ticket.complete(captured.captured);
+      await ticket.complete(captured.captured, released);
       return { response: captured.response };
     }
     return { response: toResponse(await ticket.fail(outcome.error)) };
@@ -191,7 +202,7 @@ export function fetchAdapter(createPipeline) {
         }
         if (thrown !== undefined) return thrown;
         // Hono catches a handler's Error, answers with app.onError and keeps it in c.error.
-        if (c.error !== undefined && c.error !== null) return { error: c.error };
+        if (c.error !== undefined && c.error !== null) return { error: c.error, response: c.res };
         return { response: c.res };
       });
       if (out.unguarded) return next();

@@ -47,8 +47,8 @@ export interface IdempotencySettings<Req extends unknown[]> {
   releaseStatuses?: number[];
   /** Route policies by `METHOD route`, e.g. { 'POST /orders': { version: 1, … } }. */
   policies?: EndpointOptions['policies'];
-  /** `ietf` only: also accept a key sent without quotes. */
-  acceptBareToken?: boolean;
+  /** `ietf` only: accept only a quoted key (RFC 8941 sf-string) and answer 400 to a bare one. Default false: both are taken. */
+  strictKeySyntax?: boolean;
   /** The Retry-After of a 409 or 503, in seconds (default 1). */
   retryAfterSeconds?: number;
   /** How long answers are kept and replayed, in seconds; default the core's (86,400). */

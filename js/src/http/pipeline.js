@@ -13,17 +13,48 @@
 //      bytes) and finished by its outcome class (a release status such as 429 or
 //      503 releases the claim; anything else is stored), then sent as it was;
 //      a handler that throws leaves the record in flight and gets the endpoint's
-//      500 (no stack trace, no message).
+//      500 (no stack trace, no message); an error that carries a status
+//      (`status`/`statusCode`, as body parsers and http-errors set it) is
+//      settled by the core's classify-error-status (a 4xx releases the claim and
+//      the framework's answer to it goes out unstored).
 //
 // No HTTP rule is here: every status, header and body of an answer is the core's.
 import { IntentkeyError } from '../errors.js';
 import { PIPELINE } from '../guard.js';
 import { bytesIn } from '../claims.js';
+import { ENDPOINT_OPTIONS, checkOptionNames } from '../endpoint.js';
+
+/** The options every adapter takes (see options.d.ts). */
+const PIPELINE_OPTIONS = Object.freeze([
+  ...ENDPOINT_OPTIONS,
+  'store',
+  'releaseStatuses',
+  'ttlSeconds',
+  'fastCompletion',
+  'now',
+  'tenant',
+  'route',
+  'methods',
+  'onError',
+]);
+
+/**
+ * The HTTP status an error carries (`status`, else `statusCode`: body parsers,
+ * http-errors, Fastify, Hono's HTTPException), or null.
+ */
+export function errorStatus(error) {
+  if (error === null || (typeof error !== 'object' && typeof error !== 'function')) return null;
+  for (const status of [error.status, error.statusCode]) {
+    if (Number.isInteger(status) && status >= 0 && status <= 65535) return status;
+  }
+  return null;
+}
 
 /** The methods guarded by default: the non-idempotent ones the Idempotency-Key draft names. */
 export const DEFAULT_METHODS = Object.freeze(['POST', 'PATCH']);
 
 const FAILED = Object.freeze({ tag: 'failed' });
+const REFUSED = Object.freeze({ tag: 'refused', val: undefined });
 const EMPTY = new Uint8Array(0);
 
 function optionError(option, message) {
@@ -61,11 +92,13 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
   /**
    * @param {object} options the adapters' options (see the adapters' .d.ts)
    * @param {string} adapter the adapter's name, for messages
+   * @param {readonly string[]} [frameworkOptions] option names the framework itself passes (Fastify's `prefix`)
    */
-  return function createPipeline(options, adapter) {
+  return function createPipeline(options, adapter, frameworkOptions = []) {
     if (options === null || typeof options !== 'object') {
       throw optionError('options', `${adapter} takes an options object: { secret, store, … }`);
     }
+    checkOptionNames(options, [...PIPELINE_OPTIONS, ...frameworkOptions], adapter);
     if ((options.secret === undefined || options.secret === null) && options.keyring === undefined) {
       throw new IntentkeyError(
         'invalid-secret',
@@ -85,7 +118,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       secret: options.secret,
       keyring: options.keyring,
       profile: options.profile,
-      acceptBareToken: options.acceptBareToken,
+      strictKeySyntax: options.strictKeySyntax,
       retryAfterSeconds: options.retryAfterSeconds,
       replayHeaders: options.replayHeaders,
       keyRequired: options.keyRequired,
@@ -235,8 +268,11 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
         if (settled) throw new Error('intentkey: this request was already finished (a bug in the adapter)');
         settled = true;
       };
-      /** The WIT effect-result of a captured answer (failed when it cannot be read). */
-      function effectOf(captured) {
+      /**
+       * The WIT effect-result of a captured answer (failed when it cannot be
+       * read); `refused` (released, the answer not stored) when `released`.
+       */
+      function effectOf(captured, released = false) {
         try {
           const headers = headerPairs(captured.headers);
           const response = {
@@ -245,7 +281,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
             headers: storedHeaders(captured.status, headers),
             body: bytesIn(captured.body ?? EMPTY, 'the response body'),
           };
-          return { tag: 'answered', val: response };
+          return released ? { tag: 'refused', val: response } : { tag: 'answered', val: response };
         } catch (e) {
           report(e, { phase: 'capture', key: attempt.key });
           return FAILED;
@@ -263,10 +299,10 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
          * (reported; the record stays in flight and recovery settles it).
          * Never rejects: the handler's answer goes to the client either way.
          */
-        async complete(captured) {
+        async complete(captured, released = false) {
           once();
           try {
-            return await finish(attempt.key, ownerToken, effectOf(captured));
+            return await finish(attempt.key, ownerToken, effectOf(captured, released));
           } catch (e) {
             report(e, { phase: 'complete', key: attempt.key });
             return null;
@@ -281,15 +317,41 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
         completeSync:
           finishSync === null
             ? null
-            : (captured) => {
+            : (captured, released = false) => {
                 once();
                 try {
-                  return finishSync(attempt.key, ownerToken, effectOf(captured));
+                  return finishSync(attempt.key, ownerToken, effectOf(captured, released));
                 } catch (e) {
                   report(e, { phase: 'complete', key: attempt.key });
                   return null;
                 }
               },
+        /**
+         * What the core makes of an error raised instead of an answer:
+         * 'released' when it carries a client (4xx) status (refused before
+         * anything happened: the adapter lets the framework answer it, then
+         * finishes with complete(answer, true), so nothing is stored and a
+         * retry runs again), else 'ambiguous' (the adapter calls fail()).
+         */
+        errorClass(error) {
+          const status = errorStatus(error);
+          if (status === null) return 'ambiguous';
+          return endpoint.classifyErrorStatus(status);
+        },
+        /**
+         * An error of the released class with no answer to send (thrown on to
+         * the caller): the claim is released, nothing stored. Resolves like
+         * complete(); never rejects.
+         */
+        async release() {
+          once();
+          try {
+            return await finish(attempt.key, ownerToken, REFUSED);
+          } catch (e) {
+            report(e, { phase: 'complete', key: attempt.key });
+            return null;
+          }
+        },
         /**
          * The handler failed (threw, or never answered): its outcome is unknown,
          * so the record stays in flight (a retry gets 409 until recovery settles

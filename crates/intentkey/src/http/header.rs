@@ -6,14 +6,15 @@ use super::profile::{Options, Profile};
 
 /// A client's idempotency key, read from its header and validated: 1 to the
 /// profile's maximum of printable ASCII characters (an `ietf` sf-string
-/// unquoted and unescaped).
+/// unquoted and unescaped, or an `ietf` bare token as sent).
 ///
 /// It is never a storage key by itself: see [`storage_key`](fn@super::storage_key).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientKey(String);
 
 impl ClientKey {
-    /// The key as sent (for `ietf`, the string inside the quotes, unescaped).
+    /// The key as sent (for a quoted `ietf` key, the string inside the
+    /// quotes, unescaped).
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -140,8 +141,11 @@ impl Options {
     /// let key = ietf.client_key([("content-type", "application/json"), ("idempotency-key", r#""8e03978e-40d5""#)]).unwrap();
     /// assert_eq!(key.as_str(), "8e03978e-40d5");
     ///
-    /// // A bare key needs the option; several values are never a key.
-    /// assert_eq!(ietf.client_key([("Idempotency-Key", "abc")]).unwrap_err().reason(), KeyErrorReason::Invalid);
+    /// // A bare key is the same key as its quoted form, unless the syntax is strict.
+    /// assert_eq!(ietf.client_key([("Idempotency-Key", "8e03978e-40d5")]).unwrap(), key);
+    /// let strict = Options { strict_key_syntax: true, ..Options::new(Profile::Ietf) };
+    /// assert_eq!(strict.client_key([("Idempotency-Key", "abc")]).unwrap_err().reason(), KeyErrorReason::Invalid);
+    /// // Several values are never a key.
     /// let twice = ietf.client_key([("Idempotency-Key", r#""a""#), ("IDEMPOTENCY-KEY", r#""b""#)]).unwrap_err();
     /// assert_eq!(twice.code(), "idempotency-key-invalid");
     /// assert_eq!(twice.message(), "the `Idempotency-Key` header was sent 2 times; send it once, with one key");
@@ -233,7 +237,7 @@ impl Options {
         }
         let key = match self.profile {
             Profile::Ietf if value.first() == Some(&b'"') => self.sf_string(value)?,
-            Profile::Ietf if !self.accept_bare_token => {
+            Profile::Ietf if self.strict_key_syntax => {
                 return Err(self.error(
                     KeyErrorReason::Invalid,
                     format!(
@@ -319,14 +323,16 @@ impl Options {
         ))
     }
 
-    /// An unquoted `ietf` key (only with `accept_bare_token`): visible ASCII
-    /// with no space, `"` or `,` (a comma separates several values).
+    /// An unquoted `ietf` key (refused with `strict_key_syntax`): visible
+    /// ASCII (control characters and bytes beyond ASCII were refused
+    /// already) with no space, `"` or `,` (a comma separates several values).
+    /// Its length is checked by the caller, as a quoted key's.
     fn bare_token(&self, value: &[u8]) -> Result<Vec<u8>, KeyError> {
         if value.iter().any(|b| matches!(b, b' ' | b'"' | b',')) {
             return Err(self.error(
                 KeyErrorReason::Invalid,
                 format!(
-                    "the `{}` header holds a space, a quote or a comma outside quotes; {}",
+                    "the `{}` header holds a space, a `\"` or a `,` outside quotes; {}",
                     self.profile.header_name(),
                     self.what_to_send()
                 ),
@@ -355,9 +361,13 @@ impl Options {
         let header = self.profile.header_name();
         let max = self.profile.max_key_len();
         match self.profile {
-            Profile::Ietf => format!(
+            Profile::Ietf if self.strict_key_syntax => format!(
                 "send one key of 1 to {max} printable ASCII characters as a quoted string, \
                  the same on every retry, e.g. {header}: \"8e03978e-40d5-43e8-bc93-6894a57f9324\""
+            ),
+            Profile::Ietf => format!(
+                "send one key of 1 to {max} printable ASCII characters, bare (no space, `\"` or `,`) \
+                 or as a quoted string, the same on every retry, e.g. {header}: 8e03978e-40d5-43e8-bc93-6894a57f9324"
             ),
             Profile::Stripe | Profile::Ofb => format!(
                 "send one key of 1 to {max} printable ASCII characters, the same on every retry, \
@@ -420,11 +430,11 @@ mod tests {
     }
 
     #[test]
-    fn bare_tokens_need_the_option() {
-        let mut options = Options::new(Profile::Ietf);
-        options.accept_bare_token = true;
+    fn bare_tokens_by_default_quoted_only_when_strict() {
+        let options = Options::new(Profile::Ietf);
         let key = |v: &str| options.client_key_from_values([v]);
         assert_eq!(key("8e03978e-40d5").unwrap().as_str(), "8e03978e-40d5");
+        assert_eq!(key("a;b=c/d\\e").unwrap().as_str(), "a;b=c/d\\e");
         assert_eq!(key("\"quoted\"").unwrap().as_str(), "quoted");
         for bad in ["a b", "a,b", "a\"b"] {
             assert_eq!(
@@ -433,6 +443,21 @@ mod tests {
                 "{bad}"
             );
         }
+        assert_eq!(
+            key(&"k".repeat(256)).unwrap_err().reason(),
+            KeyErrorReason::TooLong
+        );
+        let strict = Options {
+            strict_key_syntax: true,
+            ..Options::new(Profile::Ietf)
+        };
+        let bare = strict.client_key_from_values(["8e03978e"]).unwrap_err();
+        assert_eq!(bare.reason(), KeyErrorReason::Invalid);
+        assert!(bare.message().contains("not a quoted string"));
+        assert_eq!(
+            strict.client_key_from_values(["\"q\""]).unwrap().as_str(),
+            "q"
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //! | | `ietf` (default) | `stripe` | `ofb` (Open Finance Brasil) |
 //! |---|---|---|---|
 //! | header | `Idempotency-Key` | `Idempotency-Key` | `x-idempotency-key` |
-//! | key | RFC 8941 sf-string (`"…"`, `\"` and `\\` escapes), 1–255 characters; bare only with [`Options::accept_bare_token`] | bare, 1–255 characters | bare, 1–40 characters |
+//! | key | RFC 8941 sf-string (`"…"`, `\"` and `\\` escapes) or a bare token (visible ASCII, no `"` or `,`), 1–255 characters; the sf-string only with [`Options::strict_key_syntax`] | bare, 1–255 characters | bare, 1–40 characters |
 //! | missing or bad key | 400 `application/problem+json` | 400 `invalid_request_error` | 400 `PARAMETRO_NAO_INFORMADO` / `PARAMETRO_INVALIDO` |
 //! | same key, other payload | 422 problem | 400 `idempotency_error` | 422 `ERRO_IDEMPOTENCIA` |
 //! | in flight | 409 problem, `Retry-After` | 409 `idempotency_error` (`code: idempotency_key_in_use`), `Retry-After` | 409 `ERRO_IDEMPOTENCIA`, `Retry-After` |
@@ -49,7 +49,7 @@
 //! | type | status | when |
 //! |---|---|---|
 //! | `https://intentkey.dev/problems/idempotency-key-missing` | 400 | the key header is absent or empty |
-//! | `https://intentkey.dev/problems/idempotency-key-invalid` | 400 | sent twice, a control character or non-ASCII byte, not a quoted string |
+//! | `https://intentkey.dev/problems/idempotency-key-invalid` | 400 | sent twice, a control character or non-ASCII byte, a bare key with a space, `"` or `,` (or any bare key with `strict_key_syntax`) |
 //! | `https://intentkey.dev/problems/idempotency-key-too-long` | 400 | longer than 255 characters |
 //! | `https://intentkey.dev/problems/idempotency-key-reused` | 422 | the key was first used with another request |
 //! | `https://intentkey.dev/problems/request-in-flight` | 409 | the first request with the key has not finished |
@@ -132,6 +132,8 @@ pub use reply::{Reply, PROBLEM_TYPE_BASE, REPLAYED_HEADER};
 pub use storage_key::{storage_key, storage_key_material, CLIENT_KEY_LABEL};
 
 use hmac::{Hmac, Mac};
+
+use crate::claim::OutcomeClass;
 use sha2::Sha256;
 
 use crate::error::{Error, ErrorCode, Result};
@@ -157,4 +159,43 @@ fn check_tenant(tenant_id: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// How the claim of an owned request is settled when, instead of an answer,
+/// its handler chain raises an error that carries an HTTP status (Node: the
+/// error's `status` or `statusCode`, as body parsers, `http-errors`,
+/// Fastify and Hono's `HTTPException` set it).
+///
+/// - **4xx** ([`OutcomeClass::Released`]): the request was refused as the
+///   client's mistake, before anything happened. Body parsers (a body that
+///   is valid JSON but not an object, a bad charset, a wrong media type) run
+///   before the handler, and a handler that validates throws before its
+///   effect. The record is deleted under the owner's token, the framework's
+///   answer to the error (that status) goes to the client unstored, and a
+///   retry with the same key runs the request again (a corrected body is
+///   then accepted, the same bad one refused again), never 409.
+/// - **anything else** ([`OutcomeClass::Ambiguous`]): a 5xx, or a status
+///   that is not an error status, says nothing about what the handler did:
+///   the record stays in flight and the client gets
+///   [`Endpoint::failed`]'s 500, as for an error without a status.
+///
+/// An error is never [`OutcomeClass::Terminal`]: an answer to be stored and
+/// replayed is one the handler sends, not one it throws. A handler that has
+/// done its effect and must answer 4xx sends the answer.
+///
+/// ```
+/// use intentkey::claim::OutcomeClass;
+/// use intentkey::http::classify_error_status;
+/// assert_eq!(classify_error_status(400), OutcomeClass::Released);
+/// assert_eq!(classify_error_status(413), OutcomeClass::Released);
+/// assert_eq!(classify_error_status(500), OutcomeClass::Ambiguous);
+/// assert_eq!(classify_error_status(302), OutcomeClass::Ambiguous);
+/// assert_eq!(classify_error_status(0), OutcomeClass::Ambiguous);
+/// ```
+pub fn classify_error_status(status: u16) -> OutcomeClass {
+    if (400..=499).contains(&status) {
+        OutcomeClass::Released
+    } else {
+        OutcomeClass::Ambiguous
+    }
 }

@@ -174,8 +174,8 @@ fn key_parameter(options: &Options) -> Value {
 fn key_syntax(options: &Options) -> String {
     let max = options.profile.max_key_len();
     match options.profile {
-        Profile::Ietf if options.accept_bare_token => format!(
-            "An RFC 8941 sf-string (\"…\") or a bare token, 1 to {max} printable ASCII characters"
+        Profile::Ietf if !options.strict_key_syntax => format!(
+            "A bare token (visible ASCII, no space, `\"` or `,`) or an RFC 8941 sf-string (\"…\"), 1 to {max} printable ASCII characters"
         ),
         Profile::Ietf => format!(
             "An RFC 8941 sf-string (\"…\", with \\\" and \\\\ escapes), 1 to {max} printable ASCII characters"

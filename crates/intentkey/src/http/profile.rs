@@ -5,7 +5,7 @@
 ///
 /// | | header | key | answers |
 /// |---|---|---|---|
-/// | [`Profile::Ietf`] (default) | `Idempotency-Key` | RFC 8941 sf-string (`"…"`), 1 to 255 characters; a bare key only if [`Options::accept_bare_token`] | `application/problem+json` (RFC 9457) |
+/// | [`Profile::Ietf`] (default) | `Idempotency-Key` | RFC 8941 sf-string (`"…"`) or a bare token, 1 to 255 characters; the sf-string only with [`Options::strict_key_syntax`] | `application/problem+json` (RFC 9457) |
 /// | [`Profile::Stripe`] | `Idempotency-Key` | bare, 1 to 255 characters | `{"error":{"type":…,"message":…}}` |
 /// | [`Profile::Ofb`] | `x-idempotency-key` | bare, 1 to 40 characters | `{"errors":[{"code":…,"title":…,"detail":…}],"meta":{…}}` |
 ///
@@ -90,7 +90,7 @@ pub const DEFAULT_REPLAY_HEADERS: [&str; 2] = ["Location", "Content-Type"];
 /// ```
 /// use intentkey::http::{Options, Profile};
 /// let mut options = Options::new(Profile::Ietf);
-/// assert!(!options.accept_bare_token);
+/// assert!(!options.strict_key_syntax);
 /// assert_eq!(options.retry_after_seconds, 1);
 /// assert_eq!(options.replay_headers, ["Location", "Content-Type"]);
 /// options.replay_headers.push("ETag".into());
@@ -99,11 +99,17 @@ pub const DEFAULT_REPLAY_HEADERS: [&str; 2] = ["Location", "Content-Type"];
 pub struct Options {
     /// The convention followed.
     pub profile: Profile,
-    /// `ietf` only: also accept a key sent without quotes (`Idempotency-Key:
-    /// abc` as well as `Idempotency-Key: "abc"`). Off by default, as the
-    /// draft asks for a structured-field string. Ignored by the other
-    /// profiles, whose keys are always bare.
-    pub accept_bare_token: bool,
+    /// `ietf` only: accept only the RFC 8941 sf-string the draft asks for
+    /// (`Idempotency-Key: "abc"`), and refuse a bare token
+    /// (`Idempotency-Key: abc`) with `idempotency-key-invalid`.
+    ///
+    /// Off by default: most clients send a bare key, so `ietf` takes both.
+    /// A value that starts with `"` is always read as an sf-string; any other
+    /// value is a bare token: 1 to 255 visible ASCII characters (0x21 to
+    /// 0x7E) with no `"` and no `,` (a comma separates several values), and
+    /// it is the same key as its quoted form (`abc` and `"abc"` are one key).
+    /// Ignored by the other profiles, whose keys are always bare.
+    pub strict_key_syntax: bool,
     /// The `Retry-After` of a 409, in seconds ([`DEFAULT_RETRY_AFTER_SECONDS`]).
     pub retry_after_seconds: u32,
     /// The stored response headers a replay restores, matched
@@ -124,7 +130,7 @@ impl Options {
     pub fn new(profile: Profile) -> Self {
         Options {
             profile,
-            accept_bare_token: false,
+            strict_key_syntax: false,
             retry_after_seconds: DEFAULT_RETRY_AFTER_SECONDS,
             replay_headers: DEFAULT_REPLAY_HEADERS.map(String::from).to_vec(),
             key_required: true,

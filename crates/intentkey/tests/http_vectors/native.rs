@@ -21,7 +21,7 @@ pub fn options(config: &v::EndpointConfig) -> Result<Options, String> {
     Ok(Options {
         profile: Profile::parse(&config.profile)
             .ok_or_else(|| format!("unknown profile {}", config.profile))?,
-        accept_bare_token: config.accept_bare_token,
+        strict_key_syntax: config.strict_key_syntax,
         retry_after_seconds: config.retry_after_seconds,
         replay_headers: config.replay_headers.clone(),
         key_required: config.key_required,

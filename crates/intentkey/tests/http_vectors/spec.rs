@@ -543,7 +543,26 @@ pub fn cases() -> Vec<CaseSpec> {
         ("non-ASCII", vec![q("clé")], "key-invalid"),
         ("10,000 characters", vec![q(&long(10_000))], "key-too-long"),
         ("256 characters", vec![q(&long(256))], "key-too-long"),
-        ("a bare token", vec!["order-1".into()], "key-invalid"),
+        (
+            "a bare token with a space",
+            vec!["order 1".into()],
+            "key-invalid",
+        ),
+        (
+            "a bare token with a comma",
+            vec!["a,b".into()],
+            "key-invalid",
+        ),
+        (
+            "a bare token with a quote",
+            vec!["a\"b".into()],
+            "key-invalid",
+        ),
+        (
+            "a bare token of 256 characters",
+            vec![long(256)],
+            "key-too-long",
+        ),
         (
             "an escape other than \\\" and \\\\",
             vec![r#""a\nb""#.into()],
@@ -615,21 +634,41 @@ pub fn cases() -> Vec<CaseSpec> {
 
     cases.push(
         CaseSpec::new(
-            "bad-keys-ietf-accept-bare-token",
-            "ietf with accept_bare_token: a bare key is accepted and is the same key as its quoted form; a bare key may not hold a space, a quote or a comma; length limits still apply.",
+            "bare-key-ietf",
+            "ietf by default: a bare key (visible ASCII, no space, quote or comma) is accepted, its repeat is replayed and its quoted form is the same key; a bare key with a space, a quote or a comma, or longer than 255, is refused.",
+            ietf(),
+        )
+        .step(T0, req("t-1").header(idem, "8e03978e-40d5-43e8-bc93-6894a57f9324").json(ORDER), ok("bare"), handler())
+        .step(T0 + 1, req("t-1").header(idem, "8e03978e-40d5-43e8-bc93-6894a57f9324").json(ORDER), must_not_run(), ok_replay("bare"))
+        .step(T0 + 2, req("t-1").header(idem, &q("8e03978e-40d5-43e8-bc93-6894a57f9324")).json(ORDER), must_not_run(), ok_replay("bare"))
+        .step(T0 + 3, req("t-1").header(idem, "  order/7;v=1+x=  ").json(ORDER), ok("symbols"), handler())
+        .step(T0 + 4, req("t-1").header(idem, "order/7;v=1+x=").json(ORDER), must_not_run(), ok_replay("symbols"))
+        .step(T0 + 5, req("t-1").header(idem, &q("quoted-first")).json(ORDER), ok("quoted"), handler())
+        .step(T0 + 6, req("t-1").header(idem, "quoted-first").json(ORDER), must_not_run(), ok_replay("quoted"))
+        .step(T0 + 7, req("t-1").header(idem, "a b").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
+        .step(T0 + 8, req("t-1").header(idem, "a,b").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
+        .step(T0 + 9, req("t-1").header(idem, "a\"b").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
+        .step(T0 + 10, req("t-1").header(idem, &long(255)).json(ORDER), ok("255"), handler())
+        .step(T0 + 11, req("t-1").header(idem, &long(256)).json(ORDER), must_not_run(), refused("ietf", "key-too-long"))
+        .step(T0 + 12, req("t-1").header(idem, &long(10_000)).json(ORDER), must_not_run(), refused("ietf", "key-too-long"))
+        .step(T0 + 13, req("t-1").json(ORDER), must_not_run(), refused("ietf", "key-missing")),
+    );
+
+    cases.push(
+        CaseSpec::new(
+            "strict-key-syntax-ietf",
+            "ietf with strict_key_syntax: only an RFC 8941 sf-string is a key; a bare key is refused with 400 and runs nothing, even after its quoted form was stored; the quoted key is accepted and replayed.",
             EndpointConfig {
-                accept_bare_token: true,
+                strict_key_syntax: true,
                 ..ietf()
             },
         )
-        .step(T0, req("t-1").header(idem, "order-1").json(ORDER), ok("bare"), handler())
-        .step(T0 + 1, req("t-1").header(idem, &q("order-1")).json(ORDER), must_not_run(), ok_replay("bare"))
-        .step(T0 + 2, req("t-1").header(idem, "a b").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
-        .step(T0 + 3, req("t-1").header(idem, "a,b").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
-        .step(T0 + 4, req("t-1").header(idem, "a\"b").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
-        .step(T0 + 5, req("t-1").header(idem, &long(256)).json(ORDER), must_not_run(), refused("ietf", "key-too-long"))
-        .step(T0 + 6, req("t-1").header(idem, &long(10_000)).json(ORDER), must_not_run(), refused("ietf", "key-too-long"))
-        .step(T0 + 7, req("t-1").json(ORDER), must_not_run(), refused("ietf", "key-missing")),
+        .step(T0, req("t-1").header(idem, "order-1").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
+        .step(T0 + 1, req("t-1").header(idem, &q("order-1")).json(ORDER), ok("quoted"), handler())
+        .step(T0 + 2, req("t-1").header(idem, &q("order-1")).json(ORDER), must_not_run(), ok_replay("quoted"))
+        .step(T0 + 3, req("t-1").header(idem, "order-1").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
+        .step(T0 + 4, req("t-1").header(idem, "f81d4fae-7dec-11d0-a765-00a0c91e6bf6").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
+        .step(T0 + 5, req("t-1").header(idem, &q("a b")).json(ORDER), ok("spaced"), handler()),
     );
 
     let stripe_bad: Vec<(Vec<String>, &'static str)> = vec![
@@ -745,7 +784,7 @@ pub fn cases() -> Vec<CaseSpec> {
         .step(T0, req("t-1").json(ORDER), ok("unguarded-1"), unguarded())
         .step(T0 + 1, req("t-1").json(ORDER), ok("unguarded-2"), unguarded())
         .step(T0 + 2, req("t-1").header(idem, "").json(ORDER), ok("unguarded-3"), unguarded())
-        .step(T0 + 3, req("t-1").header(idem, "order-1").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
+        .step(T0 + 3, req("t-1").header(idem, "order,1").json(ORDER), must_not_run(), refused("ietf", "key-invalid"))
         .step(T0 + 4, req("t-1").header(idem, &q("order-1")).json(ORDER), ok("guarded"), handler())
         .step(T0 + 5, req("t-1").header(idem, &q("order-1")).json(ORDER), must_not_run(), ok_replay("guarded")),
     );
@@ -1234,6 +1273,15 @@ pub fn storage_keys() -> Vec<StorageKeySpec> {
             "\"order-1\"",
             "\"order-1\"",
             Some((0, false)),
+        ),
+        /* 11 */
+        sk(
+            "a bare ietf key is the same key as its quoted form",
+            "tenant-a",
+            "ietf",
+            "order-1",
+            "order-1",
+            Some((0, true)),
         ),
     ]
 }
