@@ -330,6 +330,12 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
       resume: (result) => callOn(inst, () => resource.resume(result)),
       /** The owner token a run flow's effect runs under (the last one written after). */
       ownerToken: () => callOn(inst, () => resource.ownerToken()),
+      /**
+       * Advances the flow over a synchronous `store` inside the component (its
+       * `guard` export, world `intentkey`): store operations run through the
+       * `store` import until the flow needs the effect or a look-up, or is done.
+       */
+      advance: (store, done) => driving(store, null, (g) => g.advance(resource, done)),
       drop() {
         const r = resource;
         if (r === null) return;

@@ -390,16 +390,19 @@ export function guardFactory({ internal, claims }) {
      */
     async function driveRun(create, effect, ask) {
       const flow = internal.flow(create);
+      // A synchronous store is driven inside the component, through its `store`
+      // import; an asynchronous one here, one awaited operation at a time.
+      const next = sync ? (done) => flow.advance(store, done) : (done) => (done === undefined ? flow.start() : flow.resume(done));
       let ran;
       try {
-        let step = flow.start();
+        let step = next(undefined);
         while (step.tag === 'io') {
           const op = step.val;
           if (op.tag === 'effect') {
             ran = await runEffect(effect, op.val);
-            step = flow.resume({ tag: 'effected', val: { result: ran.wit, now: BigInt(now()) } });
+            step = next({ tag: 'effected', val: { result: ran.wit, now: BigInt(now()) } });
           } else {
-            step = flow.resume(await perform(op, ask));
+            step = next(await perform(op, ask));
           }
         }
         return { out: step.val.val, ran, ownerToken: flow.ownerToken() };

@@ -81,7 +81,7 @@ pub(crate) fn op_out(op: core::Op) -> Op {
     }
 }
 
-fn op_result_in(result: OpResult) -> core::OpResult {
+pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
     match result {
         OpResult::Inserted(b) => core::OpResult::Inserted(b),
         OpResult::Got(r) => core::OpResult::Got(r.map(record_in)),
@@ -109,7 +109,7 @@ fn seed_in(seed: &[u8]) -> Result<[u8; core::OWNER_TOKEN_BYTES], t::Error> {
 }
 
 /// One flow in progress, owned by the host through a resource handle.
-pub(crate) struct FlowResource(RefCell<AnyFlow>);
+pub(crate) struct FlowResource(pub(crate) RefCell<AnyFlow>);
 
 impl FlowResource {
     fn handle(flow: AnyFlow) -> wit::Flow {

@@ -1,6 +1,7 @@
 //! The `guard` export: the core's flows driven against the host's imported
 //! `store` and `gateway` (world `intentkey`, for synchronous hosts).
 
+use crate::bindings::exports::intentkey::core::flows::{FlowBorrow, Op, OpResult, Step};
 use crate::bindings::exports::intentkey::core::guard::{
     self as wit, Claimed, ClaimedAttempt, Recovery, Served,
 };
@@ -12,6 +13,7 @@ use crate::convert::{
     record_in, record_out, recovered_out, recovery_rules_in, release_out, replacement_out,
     rules_in, status_out, store_error, wit_error,
 };
+use crate::flows::{op_result_in, FlowResource};
 use crate::http::{incoming, key_values, reply_out, Endpoint};
 use crate::Component;
 use intentkey::claim::{self as core, ClaimStore, DriveError};
@@ -62,7 +64,48 @@ fn new_token() -> Result<String, t::Error> {
         .map_err(wit_error)
 }
 
+/// Performs one store operation of a flow on the imported store.
+fn perform(op: Op) -> Result<core::OpResult, t::Error> {
+    let result = match op {
+        Op::Insert(r) => store::insert(&r).map(core::OpResult::Inserted),
+        Op::Get(key) => store::get(&key).map(|r| core::OpResult::Got(r.map(record_in))),
+        Op::Complete(c) => store::complete(&c).map(core::OpResult::Written),
+        Op::Replace(r) => store::replace(&r).map(core::OpResult::Written),
+        Op::Release(r) => store::release(&r).map(core::OpResult::Written),
+        Op::List(l) => store::list(l.status, l.limit)
+            .map(|rs| core::OpResult::Listed(rs.into_iter().map(record_in).collect())),
+        Op::Purge(now) => store::purge(now).map(core::OpResult::Purged),
+        // The host's own: `advance` hands these back before performing.
+        Op::Ask(_) | Op::Effect(_) => {
+            return Err(wit_error(intentkey::Error::new(
+                intentkey::ErrorCode::FlowMisuse,
+                "the guard was asked to perform the host's own operation (a bug)",
+            )))
+        }
+    };
+    result.map_err(store_error)
+}
+
 impl wit::Guest for Component {
+    fn advance(flow: FlowBorrow<'_>, done: Option<OpResult>) -> Result<Step, t::Error> {
+        let resource = flow.get::<FlowResource>();
+        let mut any = resource.0.borrow_mut();
+        let mut step = match done {
+            None => any.start(),
+            Some(result) => any.resume(op_result_in(result))?,
+        };
+        loop {
+            step = match step {
+                Step::Io(op @ (Op::Ask(_) | Op::Effect(_))) => return Ok(Step::Io(op)),
+                Step::Done(out) => return Ok(Step::Done(out)),
+                Step::Io(op) => {
+                    let result = perform(op)?;
+                    any.resume(result)?
+                }
+            };
+        }
+    }
+
     fn claim(attempt: t::Attempt, now: i64) -> Result<Claimed, t::Error> {
         let owner_token = new_token()?;
         let outcome = drive(core::ClaimFlow::new(
