@@ -21,7 +21,7 @@ pub(crate) enum AnyFlow {
     Recover(core::RecoverFlow),
     Due(core::DueFlow),
     Purge(core::PurgeFlow),
-    Run(core::RunFlow),
+    Run(Box<core::RunFlow>),
 }
 
 fn step<T>(step: core::Step<T>, out: impl FnOnce(T) -> Output) -> Step {
@@ -160,10 +160,10 @@ impl GuestFlow for FlowResource {
     }
 
     fn run(spec: t::RunSpec, seed: Vec<u8>) -> Result<wit::Flow, t::Error> {
-        Ok(Self::handle(AnyFlow::Run(core::RunFlow::new(
+        Ok(Self::handle(AnyFlow::Run(Box::new(core::RunFlow::new(
             run_spec_in(spec),
             seed_in(&seed)?,
-        ))))
+        )))))
     }
 
     fn recover_run(
@@ -171,10 +171,8 @@ impl GuestFlow for FlowResource {
         seed: Vec<u8>,
         run_effect: bool,
     ) -> Result<wit::Flow, t::Error> {
-        Ok(Self::handle(AnyFlow::Run(core::RunFlow::recover(
-            run_spec_in(spec),
-            seed_in(&seed)?,
-            run_effect,
+        Ok(Self::handle(AnyFlow::Run(Box::new(
+            core::RunFlow::recover(run_spec_in(spec), seed_in(&seed)?, run_effect),
         ))))
     }
 
