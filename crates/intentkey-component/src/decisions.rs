@@ -205,7 +205,7 @@ impl schema::Guest for Component {
             match sql::decode_claim(&values_in(row)).map_err(wit_error)? {
                 sql::Claimed::Won => schema::SqlClaimed::Won,
                 sql::Claimed::Lost => schema::SqlClaimed::Lost,
-                sql::Claimed::Existing(r) => schema::SqlClaimed::Existing(record_out(r)),
+                sql::Claimed::Existing(r) => schema::SqlClaimed::Existing(record_out(*r)),
             },
         )
     }

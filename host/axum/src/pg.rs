@@ -160,7 +160,7 @@ impl AsyncStore for PgStore {
             Ok(match read_claim(row)? {
                 Claimed::Won => Inserted::Won,
                 Claimed::Lost => Inserted::Lost,
-                Claimed::Existing(existing) => Inserted::Existing(Box::new(existing)),
+                Claimed::Existing(existing) => Inserted::Existing(existing),
             })
         })
     }

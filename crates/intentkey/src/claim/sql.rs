@@ -688,7 +688,7 @@ pub enum Claimed {
     /// committed after the statement began): read it with [`Kind::Get`].
     Lost,
     /// The insert lost to this record.
-    Existing(Record),
+    Existing(Box<Record>),
 }
 
 /// The row of [`Kind::Claim`]: `inserted` (1 or 0), then [`COLUMNS`].
@@ -700,7 +700,7 @@ pub fn decode_claim(row: &[Value]) -> crate::Result<Claimed> {
         Some(Value::Integer(1)) => Ok(Claimed::Won),
         Some(Value::Integer(0)) => match row.get(1) {
             Some(Value::Null) => Ok(Claimed::Lost),
-            _ => decode_row(&row[1..]).map(Claimed::Existing),
+            _ => decode_row(&row[1..]).map(|r| Claimed::Existing(Box::new(r))),
         },
         _ => Err(bad_row(
             "?",
@@ -812,7 +812,7 @@ mod tests {
         assert_eq!(old.response.unwrap().body, b"old");
         let mut claim = vec![Value::Integer(0)];
         claim.extend(row_of(&r));
-        assert_eq!(decode_claim(&claim), Ok(Claimed::Existing(r)));
+        assert_eq!(decode_claim(&claim), Ok(Claimed::Existing(Box::new(r))));
         let mut lost = vec![Value::Integer(0)];
         lost.extend(std::iter::repeat_n(Value::Null, 15));
         assert_eq!(decode_claim(&lost), Ok(Claimed::Lost));
