@@ -14,7 +14,7 @@
 //!
 //! `{table}` in a statement file stands for the records table: the
 //! unqualified `intentkey_records` (found through `search_path`, or SQLite's
-//! `main`), or `"schema"."intentkey_records"` when a store is given a schema.
+//! `main`), or `"schema".intentkey_records` when a store is given a schema.
 //! Each statement also has a prepared-statement name, short (PostgreSQL cuts
 //! names at 63 bytes) and unique per statement and qualified table:
 //! `ik-{statement}-{12 hex digits of SHA-256 of the qualified table}`.
@@ -25,7 +25,7 @@
 //!
 //! let statements = sql::statements(Dialect::Postgres, Some("billing"))?;
 //! let insert = statements.statement(Kind::Insert)?;
-//! assert!(insert.text.starts_with(r#"INSERT INTO "billing"."intentkey_records" (key,"#));
+//! assert!(insert.text.starts_with(r#"INSERT INTO "billing".intentkey_records (key,"#));
 //! assert!(insert.prepared_name.starts_with("ik-insert-") && insert.prepared_name.len() <= 63);
 //!
 //! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into(), prior: None };
@@ -346,7 +346,7 @@ pub fn quote_identifier(name: &str) -> crate::Result<String> {
 }
 
 /// The records table as the statements name it: `intentkey_records`, or
-/// `"schema"."intentkey_records"`.
+/// `"schema".intentkey_records`.
 ///
 /// # Errors
 /// `invalid-argument` for an empty schema name ([`quote_identifier`]).
