@@ -7,11 +7,12 @@
 // Unreachable server: fails with CI=true, skipped (with a SKIPPED: line) otherwise.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import pg from 'pg';
 import { createEndpoint, createGuard, jsonResponse, pgStore } from '../src/index.js';
 import { idempotency } from '../src/adapters/express.js';
-import { coreSchema } from '../src/stores/schema.js';
+import { coreSchema, sqlStatements } from '../src/stores/schema.js';
 import { freshSchema, pgAvailability, PG_CONFIG } from './support/pg.js';
 import { bytes, storeSuite, witRecord } from './support/store-suite.js';
 import {
@@ -198,8 +199,12 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
       await own.close();
       assert.equal((await pool.query('SELECT count(*)::int AS n FROM intentkey_records')).rows[0].n, 1);
     });
+    // The tables must land in `schema`, never where search_path points. It points
+    // at a second fresh schema of this test's own (not public, which may hold
+    // another application's intentkey tables), so the test sees only what it made.
     const schema = await freshSchema();
-    const plain = new pg.Pool({ ...PG_CONFIG, max: 2 }); // search_path: the default
+    const decoy = await freshSchema();
+    const plain = new pg.Pool({ ...decoy.config, max: 2 });
     try {
       const store = await pgStore(plain, { schema: schema.name });
       assert.equal(await store.insert(witRecord('qualified', 'a'.repeat(32), 1)), true);
@@ -208,15 +213,50 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
       assert.deepEqual((await store.get('qualified')).key, 'qualified');
       const versions = await plain.query(`SELECT version FROM ${schema.name}.intentkey_schema_migrations ORDER BY version`);
       assert.deepEqual(versions.rows, [{ version: 1 }, { version: 2 }, { version: 3 }]);
-      const leaked = await plain.query("SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'intentkey_records' AND schemaname = 'public'");
-      assert.equal(leaked.rows[0].n, 0, 'nothing created outside the schema');
+      const leaked = await plain.query('SELECT tablename FROM pg_tables WHERE schemaname = $1', [decoy.name]);
+      assert.deepEqual(leaked.rows, [], 'nothing created outside the schema');
     } finally {
       await plain.end();
       await schema.drop();
+      await decoy.drop();
     }
   });
 
-  test('fast completion: BEGIN; SET LOCAL synchronous_commit = off; UPDATE; COMMIT on one pooled connection (one statement on a Client)', async () => {
+  test('two stores whose schema names share a 60-byte prefix share one connection (short prepared-statement names; no 42P05)', async () => {
+    // PostgreSQL cuts identifiers, prepared-statement names too, at 63 bytes, so a
+    // name built from the schema name made these two stores collide on one
+    // connection: "42P05 prepared statement already exists".
+    const prefix = `ik_js_${randomBytes(6).toString('hex')}_`.padEnd(60, 'x');
+    const names = [`${prefix}_a`, `${prefix}_b`];
+    const client = new pg.Client(PG_CONFIG);
+    await client.connect();
+    try {
+      for (const name of names) await client.query(`CREATE SCHEMA "${name}"`);
+      const stores = [];
+      for (const schema of names) stores.push(await pgStore(client, { schema }));
+      for (const [i, store] of stores.entries()) {
+        assert.equal(await store.insert(witRecord(`k${i}`, 'a'.repeat(32), 1)), true);
+        assert.equal(await store.insert(witRecord('shared', 'b'.repeat(32), i)), true);
+      }
+      for (const [i, store] of stores.entries()) {
+        assert.equal((await store.get(`k${i}`)).key, `k${i}`);
+        assert.equal(await store.get(`k${1 - i}`), undefined);
+        assert.equal((await store.get('shared')).createdAt, BigInt(i));
+        assert.deepEqual((await store.list('in-flight', 10)).map((r) => r.key).sort(), [`k${i}`, 'shared']);
+      }
+      const statements = names.map((schema) => sqlStatements('postgres', schema));
+      for (const name of Object.keys(statements[0])) {
+        const [a, b] = statements.map((x) => x[name].preparedName);
+        assert.notEqual(a, b, name);
+        assert.ok(Buffer.byteLength(a) <= 63 && Buffer.byteLength(b) <= 63, `${a} ${b}`);
+      }
+    } finally {
+      for (const name of names) await client.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`).catch(() => {});
+      await client.end();
+    }
+  });
+
+  test('fast completion: the core’s one statement with set_config(synchronous_commit, off, true), on a Pool and on a Client', async () => {
     await withSchema(async ({ schema, pool }) => {
       const guard = createGuard({ store: await pgStore(pool), fastCompletion: true });
       for (let i = 0; i < 10; i++) {

@@ -1,13 +1,17 @@
-//! The `claims` and `schema` exports: pure decisions and the schema file.
+//! The `claims` and `schema` exports: pure decisions, the schema file, and
+//! every store statement (SQL per dialect, Redis scripts) with its encoders
+//! and decoders.
 
 use crate::bindings::exports::intentkey::core::{claims, schema};
 use crate::bindings::intentkey::core::types as t;
 use crate::convert::{
     action_out, class_out, completion_in, effect_in, lookup_in, outcome_in, outcome_out, record_in,
-    record_out, release_in, replacement_in, response_out, rules_in, rules_out, wit_error,
+    record_out, release_in, replacement_in, response_out, rules_in, rules_out, status_in,
+    wit_error,
 };
 use crate::Component;
 use intentkey::claim as core;
+use intentkey::claim::sql;
 use intentkey::journal;
 
 impl claims::Guest for Component {
@@ -140,6 +144,95 @@ impl schema::Guest for Component {
             .map(record_out)
             .map_err(wit_error)
     }
+
+    fn sql_statements(
+        dialect: schema::SqlDialect,
+        schema_name: Option<String>,
+    ) -> Result<Vec<schema::SqlStatement>, t::Error> {
+        let dialect = match dialect {
+            schema::SqlDialect::Sqlite => sql::Dialect::Sqlite,
+            schema::SqlDialect::Postgres => sql::Dialect::Postgres,
+        };
+        let statements = sql::statements(dialect, schema_name.as_deref()).map_err(wit_error)?;
+        Ok(statements
+            .all()
+            .iter()
+            .map(|s| schema::SqlStatement {
+                name: s.kind.as_str().to_owned(),
+                prepared_name: s.prepared_name.clone(),
+                text: s.text.clone(),
+                params: s.params.iter().map(|p| (*p).to_owned()).collect(),
+            })
+            .collect())
+    }
+
+    fn sql_insert_params(r: t::Record) -> Vec<schema::SqlValue> {
+        values_out(sql::insert_params(&record_in(r)))
+    }
+
+    fn sql_get_params(key: String) -> Vec<schema::SqlValue> {
+        values_out(sql::get_params(&key))
+    }
+
+    fn sql_complete_params(c: t::Completion) -> Vec<schema::SqlValue> {
+        values_out(sql::complete_params(&completion_in(c)))
+    }
+
+    fn sql_replace_params(r: t::Replacement) -> Vec<schema::SqlValue> {
+        values_out(sql::replace_params(&replacement_in(r)))
+    }
+
+    fn sql_release_params(r: t::ReleaseRequest) -> Vec<schema::SqlValue> {
+        values_out(sql::release_params(&release_in(r)))
+    }
+
+    fn sql_list_params(status: Option<t::Status>, limit: u32) -> Vec<schema::SqlValue> {
+        values_out(sql::list_params(status.map(status_in), u64::from(limit)))
+    }
+
+    fn sql_purge_params(now: i64) -> Vec<schema::SqlValue> {
+        values_out(sql::purge_params(now))
+    }
+
+    fn sql_decode_row(row: Vec<schema::SqlValue>) -> Result<t::Record, t::Error> {
+        sql::decode_row(&values_in(row))
+            .map(record_out)
+            .map_err(wit_error)
+    }
+
+    fn sql_decode_claim(row: Vec<schema::SqlValue>) -> Result<schema::SqlClaimed, t::Error> {
+        Ok(
+            match sql::decode_claim(&values_in(row)).map_err(wit_error)? {
+                sql::Claimed::Won => schema::SqlClaimed::Won,
+                sql::Claimed::Lost => schema::SqlClaimed::Lost,
+                sql::Claimed::Existing(r) => schema::SqlClaimed::Existing(record_out(*r)),
+            },
+        )
+    }
+}
+
+fn values_out(values: Vec<sql::Value>) -> Vec<schema::SqlValue> {
+    values
+        .into_iter()
+        .map(|v| match v {
+            sql::Value::Null => schema::SqlValue::Null,
+            sql::Value::Integer(n) => schema::SqlValue::Integer(n),
+            sql::Value::Text(s) => schema::SqlValue::Text(s),
+            sql::Value::Bytes(b) => schema::SqlValue::Bytes(b),
+        })
+        .collect()
+}
+
+fn values_in(values: Vec<schema::SqlValue>) -> Vec<sql::Value> {
+    values
+        .into_iter()
+        .map(|v| match v {
+            schema::SqlValue::Null => sql::Value::Null,
+            schema::SqlValue::Integer(n) => sql::Value::Integer(n),
+            schema::SqlValue::Text(s) => sql::Value::Text(s),
+            schema::SqlValue::Bytes(b) => sql::Value::Bytes(b),
+        })
+        .collect()
 }
 
 /// A write script's call: the record's keys (record, indexes, expiry) and its arguments.

@@ -1,7 +1,8 @@
 //! PostgreSQL without blocking the runtime: a pool of `tokio-postgres`
-//! connections over the one schema and migration, with the statements the
-//! synchronous store and the npm package's `pgStore` use
-//! (`intentkey_store::pg_sql`). Node and Rust services can share a database.
+//! connections over the one schema and migration, executing the core's
+//! statements (`intentkey::claim::sql`, through `intentkey_store::pg_sql`),
+//! the ones the synchronous store and the npm package's `pgStore` prepare.
+//! Node and Rust services can share a database.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -9,13 +10,10 @@ use std::time::Duration;
 use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
+use intentkey::claim::sql::{self, Claimed, Kind, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
-use intentkey_store::pg_sql::{
-    error, insert_params, read_claim, read_row, CompleteParams, ReplaceParams, CLAIM_SQL,
-    COMPLETE_SQL, GET_SQL, INSERT_SQL, LIST_SQL, PURGE_SQL, RELEASE_SQL, REPLACE_SQL,
-};
+use intentkey_store::pg_sql::{bind, error, read_claim, read_row, refs, text};
 use intentkey_store::{PostgresStore, StoreError};
-use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls};
 
 use crate::store::{AsyncStore, Inserted, StoreFuture};
@@ -113,28 +111,32 @@ impl PgStore {
         })
     }
 
-    async fn execute(
-        pool: &Pool,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, StoreError> {
+    async fn execute(pool: &Pool, kind: Kind, values: Vec<Value>) -> Result<u64, StoreError> {
         let client = Self::client(pool).await?;
-        let statement = client.prepare_cached(sql).await.map_err(|e| error(&e))?;
+        let statement = client
+            .prepare_cached(text(kind)?)
+            .await
+            .map_err(|e| error(&e))?;
+        let params = bind(values, statement.params())?;
         client
-            .execute(&statement, params)
+            .execute(&statement, &refs(&params))
             .await
             .map_err(|e| error(&e))
     }
 
     async fn query(
         &self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
+        kind: Kind,
+        values: Vec<Value>,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         let client = Self::client(&self.pool).await?;
-        let statement = client.prepare_cached(sql).await.map_err(|e| error(&e))?;
+        let statement = client
+            .prepare_cached(text(kind)?)
+            .await
+            .map_err(|e| error(&e))?;
+        let params = bind(values, statement.params())?;
         client
-            .query(&statement, params)
+            .query(&statement, &refs(&params))
             .await
             .map_err(|e| error(&e))
     }
@@ -143,33 +145,29 @@ impl PgStore {
 impl AsyncStore for PgStore {
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let status = record.status.as_str();
-            let n = Self::execute(&self.pool, INSERT_SQL, &insert_params(&record, &status)).await?;
+            let n = Self::execute(&self.pool, Kind::Insert, sql::insert_params(&record)).await?;
             Ok(n == 1)
         })
     }
 
-    /// One statement: the insert, and the record it lost to ([`CLAIM_SQL`]).
+    /// One statement: the insert, and the record it lost to (the core's `claim`).
     fn claim_insert(&self, record: Record) -> StoreFuture<'_, Inserted> {
         Box::pin(async move {
-            let status = record.status.as_str();
-            let rows = self
-                .query(CLAIM_SQL, &insert_params(&record, &status))
-                .await?;
+            let rows = self.query(Kind::Claim, sql::insert_params(&record)).await?;
             let row = rows.first().ok_or_else(|| {
                 StoreError::fatal("postgres: the claim statement answered no row")
             })?;
             Ok(match read_claim(row)? {
-                None => Inserted::Won,
-                Some(None) => Inserted::Lost,
-                Some(Some(existing)) => Inserted::Existing(Box::new(existing)),
+                Claimed::Won => Inserted::Won,
+                Claimed::Lost => Inserted::Lost,
+                Claimed::Existing(existing) => Inserted::Existing(existing),
             })
         })
     }
 
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
         Box::pin(async move {
-            let rows = self.query(GET_SQL, &[&key]).await?;
+            let rows = self.query(Kind::Get, sql::get_params(&key)).await?;
             rows.first().map(read_row).transpose()
         })
     }
@@ -181,42 +179,39 @@ impl AsyncStore for PgStore {
             } else {
                 &self.pool
             };
-            let params = CompleteParams::new(&completion);
-            let n = Self::execute(pool, COMPLETE_SQL, &params.as_params()).await?;
+            let params = sql::complete_params(&completion);
+            let n = Self::execute(pool, Kind::Complete, params).await?;
             Ok(n == 1)
         })
     }
 
     fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let params = ReplaceParams::new(&replacement);
-            let n = Self::execute(&self.pool, REPLACE_SQL, &params.as_params()).await?;
+            let params = sql::replace_params(&replacement);
+            let n = Self::execute(&self.pool, Kind::Replace, params).await?;
             Ok(n == 1)
         })
     }
 
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let n = Self::execute(
-                &self.pool,
-                RELEASE_SQL,
-                &[&release.key, &release.owner_token],
-            )
-            .await?;
+            let params = sql::release_params(&release);
+            let n = Self::execute(&self.pool, Kind::Release, params).await?;
             Ok(n == 1)
         })
     }
 
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
         Box::pin(async move {
-            let status = status.map(Status::as_str);
-            let limit = i64::from(limit);
-            let rows = self.query(LIST_SQL, &[&status, &limit]).await?;
+            let params = sql::list_params(status, u64::from(limit));
+            let rows = self.query(Kind::List, params).await?;
             rows.iter().map(read_row).collect()
         })
     }
 
     fn purge(&self, now: i64) -> StoreFuture<'_, u64> {
-        Box::pin(async move { Self::execute(&self.pool, PURGE_SQL, &[&now]).await })
+        Box::pin(
+            async move { Self::execute(&self.pool, Kind::Purge, sql::purge_params(now)).await },
+        )
     }
 }

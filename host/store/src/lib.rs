@@ -28,8 +28,6 @@
 //! # Ok::<(), intentkey_store::StoreError>(())
 //! ```
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod columns;
 pub mod guard;
 pub mod journal;
 mod memory;

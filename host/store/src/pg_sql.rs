@@ -1,66 +1,159 @@
-//! The PostgreSQL statements of the one schema, their parameters and the
-//! reading of a row: shared by the synchronous [`crate::PostgresStore`] and
-//! the asynchronous store of `intentkey-axum` (both drive `tokio-postgres`
-//! types: the `postgres` crate re-exports them), so a Rust service, the CLI
-//! and the npm package's `pgStore` write the same rows the same way.
+//! The PostgreSQL executor's glue: the core's statements
+//! (`intentkey::claim::sql`, [`Dialect::Postgres`]: `schema/postgres.sql`),
+//! bound and read through `tokio-postgres` types (the `postgres` crate
+//! re-exports them). Shared by the synchronous [`crate::PostgresStore`] and
+//! the asynchronous store of `intentkey-axum`; the npm package's `pgStore`
+//! prepares the same statements through the component, so a Rust service,
+//! the CLI and a Node service write the same rows the same way.
 //!
 //! Every operation is one statement; the fenced ones compare the owner token
 //! in their `WHERE` clause, so the database decides, never a read before a
 //! write.
 
-use intentkey::claim::schema::headers_to_column;
-use intentkey::claim::{Completion, Record, Replacement};
-use postgres::types::ToSql;
+use std::sync::LazyLock;
 
-use crate::columns::Row;
+use intentkey::claim::sql::{self, Claimed, Dialect, Kind, Statements, Value};
+use intentkey::claim::Record;
+use postgres::types::{ToSql, Type};
+
 use crate::StoreError;
 
-/// Reads one record by key.
-pub const GET_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, status, owner_token, response_status, \
-     response_content_type, response_headers, response_body, response_body_bytes, created_at, expires_at, \
-     lookups, next_lookup_at FROM intentkey_records WHERE key = $1";
+static STATEMENTS: LazyLock<Result<Statements, intentkey::Error>> =
+    LazyLock::new(|| sql::statements(Dialect::Postgres, None));
 
-/// The claim: insert-on-conflict, one row or none ([`insert_params`]).
-pub const INSERT_SQL: &str = "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 0) ON CONFLICT (key) DO NOTHING";
+/// The core's PostgreSQL statements (on the table `search_path` finds).
+///
+/// # Errors
+/// `store-failed` if the core's statement file is malformed (its tests
+/// parse it: never in a release).
+pub fn statements() -> Result<&'static Statements, StoreError> {
+    STATEMENTS.as_ref().map_err(core_error)
+}
 
-/// The claim in one round trip: the insert of [`INSERT_SQL`] (the same
-/// parameters) and, when it loses, the record it lost to, read in the same
-/// statement. One row: `inserted`, then the columns of [`GET_SQL`] (all NULL
-/// when the insert won, or when the winner committed after the statement
-/// began and is not visible to it: read it with [`GET_SQL`]).
-pub const CLAIM_SQL: &str = "WITH ins AS (INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 0) ON CONFLICT (key) DO NOTHING RETURNING key) \
-     SELECT EXISTS (SELECT 1 FROM ins), r.key, r.fingerprint, r.tenant_id, r.action_type, r.status, r.owner_token, r.response_status, \
-     r.response_content_type, r.response_headers, r.response_body, r.response_body_bytes, r.created_at, r.expires_at, \
-     r.lookups, r.next_lookup_at FROM (VALUES (1)) AS one (x) \
-     LEFT JOIN intentkey_records r ON r.key = $1 AND NOT EXISTS (SELECT 1 FROM ins)";
+/// The text of the core's statement `kind`.
+///
+/// # Errors
+/// As [`statements`], or when the dialect has no such statement.
+pub fn text(kind: Kind) -> Result<&'static str, StoreError> {
+    statements()?
+        .statement(kind)
+        .map(|s| s.text.as_str())
+        .map_err(|e| core_error(&e))
+}
 
-/// The fenced completion ([`CompleteParams`]).
-pub const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = $3, \
-     response_content_type = $4, response_headers = $5, response_body = NULL, response_body_bytes = $6, expires_at = $7, \
-     next_lookup_at = NULL WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
+fn core_error(e: &intentkey::Error) -> StoreError {
+    StoreError::fatal(format!("postgres: {}", e.message()))
+}
 
-/// The fenced recovery write ([`ReplaceParams`]).
-pub const REPLACE_SQL: &str =
-    "UPDATE intentkey_records SET status = $4, owner_token = $5, response_status = $6, \
-     response_content_type = $7, response_headers = $8, response_body = NULL, response_body_bytes = $9, created_at = $10, \
-     expires_at = $11, lookups = $12, next_lookup_at = $13 \
-     WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3";
+/// One bound parameter.
+pub type Param = Box<dyn ToSql + Sync + Send>;
 
-/// The fenced release: `$1` key, `$2` owner token.
-pub const RELEASE_SQL: &str =
-    "DELETE FROM intentkey_records WHERE key = $1 AND status = 'in_flight' AND owner_token = $2";
+/// The core's parameter values as `tokio-postgres` parameters, at the widths
+/// the prepared statement asks for (`types`: `Statement::params()`): an
+/// integer binds as `int2`, `int4` or `int8`.
+///
+/// # Errors
+/// `store-failed` when an integer does not fit its parameter.
+pub fn bind(values: Vec<Value>, types: &[Type]) -> Result<Vec<Param>, StoreError> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| -> Result<Param, StoreError> {
+            let ty = types.get(i).unwrap_or(&Type::INT8);
+            let too_big = |_| {
+                StoreError::fatal(format!(
+                    "postgres: parameter ${} is out of range for {ty}",
+                    i + 1
+                ))
+            };
+            Ok(match value {
+                Value::Null => null(ty),
+                Value::Integer(n) if *ty == Type::INT2 => {
+                    Box::new(i16::try_from(n).map_err(too_big)?)
+                }
+                Value::Integer(n) if *ty == Type::INT4 => {
+                    Box::new(i32::try_from(n).map_err(too_big)?)
+                }
+                Value::Integer(n) => Box::new(n),
+                Value::Text(s) => Box::new(s),
+                Value::Bytes(b) => Box::new(b),
+            })
+        })
+        .collect()
+}
 
-/// Records by status (`$1`, all when NULL), oldest first, at most `$2`.
-pub const LIST_SQL: &str = "SELECT key, fingerprint, tenant_id, action_type, status, owner_token, response_status, \
-     response_content_type, response_headers, response_body, response_body_bytes, created_at, expires_at, \
-     lookups, next_lookup_at FROM intentkey_records WHERE ($1::text IS NULL OR status = $1) \
-     ORDER BY created_at, key LIMIT $2";
+/// NULL as a parameter of type `ty`.
+fn null(ty: &Type) -> Param {
+    match *ty {
+        Type::INT2 => Box::new(Option::<i16>::None),
+        Type::INT4 => Box::new(Option::<i32>::None),
+        Type::INT8 => Box::new(Option::<i64>::None),
+        Type::BOOL => Box::new(Option::<bool>::None),
+        Type::BYTEA => Box::new(Option::<Vec<u8>>::None),
+        _ => Box::new(Option::<String>::None),
+    }
+}
 
-/// Deletes `done` records expired at `$1`.
-pub const PURGE_SQL: &str =
-    "DELETE FROM intentkey_records WHERE status = 'done' AND expires_at <= $1";
+/// The parameters as the driver takes them.
+pub fn refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// A row's columns as the core's values, by each column's type.
+///
+/// # Errors
+/// `store-failed` for a column of a type no statement of the core returns.
+pub fn row_values(row: &postgres::Row) -> Result<Vec<Value>, StoreError> {
+    let read = |i: usize, ty: &Type| -> Result<Value, postgres::Error> {
+        Ok(match *ty {
+            Type::INT2 => row
+                .try_get::<_, Option<i16>>(i)?
+                .map_or(Value::Null, |n| Value::Integer(n.into())),
+            Type::INT4 => row
+                .try_get::<_, Option<i32>>(i)?
+                .map_or(Value::Null, |n| Value::Integer(n.into())),
+            Type::INT8 => row
+                .try_get::<_, Option<i64>>(i)?
+                .map_or(Value::Null, Value::Integer),
+            Type::BOOL => row
+                .try_get::<_, Option<bool>>(i)?
+                .map_or(Value::Null, |b| Value::Integer(b.into())),
+            Type::BYTEA => row
+                .try_get::<_, Option<Vec<u8>>>(i)?
+                .map_or(Value::Null, Value::Bytes),
+            _ => row
+                .try_get::<_, Option<String>>(i)?
+                .map_or(Value::Null, Value::Text),
+        })
+    };
+    row.columns()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            read(i, c.type_())
+                .map_err(|e| StoreError::fatal(format!("postgres: column {}: {e}", c.name())))
+        })
+        .collect()
+}
+
+/// A row of the `get` or `list` statement as a record (the core decodes it).
+///
+/// # Errors
+/// `store-failed` for a row this build cannot read.
+pub fn read_row(row: &postgres::Row) -> Result<Record, StoreError> {
+    sql::decode_row(&row_values(row)?).map_err(|e| core_error(&e))
+}
+
+/// What the `claim` statement answered.
+///
+/// # Errors
+/// `store-failed` for a row this build cannot read.
+pub fn read_claim(row: &postgres::Row) -> Result<Claimed, StoreError> {
+    sql::decode_claim(&row_values(row)?).map_err(|e| core_error(&e))
+}
 
 /// A driver error as a [`StoreError`]: a dropped connection, a server that
 /// is starting or shutting down, or too many clients are retryable
@@ -79,152 +172,5 @@ pub fn error(e: &postgres::Error) -> StoreError {
         StoreError::retryable(message)
     } else {
         StoreError::fatal(message)
-    }
-}
-
-/// A row of [`GET_SQL`] or [`LIST_SQL`] as a record, or a clear error naming
-/// the malformed column.
-///
-/// # Errors
-/// `store-failed` for a row this build cannot read.
-pub fn read_row(row: &postgres::Row) -> Result<Record, StoreError> {
-    read_row_at(row, 0)
-}
-
-/// What [`CLAIM_SQL`] answered: `Ok(None)` when the insert won, else the
-/// record it lost to, if the statement could see it (`Some(None)` when not).
-///
-/// # Errors
-/// `store-failed` for a row this build cannot read.
-pub fn read_claim(row: &postgres::Row) -> Result<Option<Option<Record>>, StoreError> {
-    if row.get::<_, bool>(0) {
-        return Ok(None);
-    }
-    if row.get::<_, Option<String>>(1).is_none() {
-        return Ok(Some(None));
-    }
-    read_row_at(row, 1).map(|r| Some(Some(r)))
-}
-
-/// The record in the columns of [`GET_SQL`], starting at column `first`.
-fn read_row_at(row: &postgres::Row, first: usize) -> Result<Record, StoreError> {
-    let at = |i: usize| first + i;
-    let get_i32 = |i: usize| -> Option<i64> { row.get::<_, Option<i32>>(at(i)).map(i64::from) };
-    Row {
-        key: row.get(at(0)),
-        fingerprint: row.get(at(1)),
-        tenant_id: row.get(at(2)),
-        action_type: row.get(at(3)),
-        status: row.get(at(4)),
-        owner_token: row.get(at(5)),
-        response_status: get_i32(6),
-        response_content_type: row.get(at(7)),
-        response_headers: row.get(at(8)),
-        response_body: row.get(at(9)),
-        response_body_bytes: row.get(at(10)),
-        created_at: row.get(at(11)),
-        expires_at: row.get(at(12)),
-        lookups: i64::from(row.get::<_, i32>(at(13))),
-        next_lookup_at: row.get(at(14)),
-    }
-    .into_record()
-}
-
-/// The parameters of [`INSERT_SQL`]; `status` is `record.status.as_str()`.
-pub fn insert_params<'a>(
-    record: &'a Record,
-    status: &'a &'static str,
-) -> [&'a (dyn ToSql + Sync); 7] {
-    [
-        &record.key,
-        &record.fingerprint,
-        &record.tenant_id,
-        &record.action_type,
-        status,
-        &record.owner_token,
-        &record.created_at,
-    ]
-}
-
-/// The parameters of [`COMPLETE_SQL`], converted once.
-pub struct CompleteParams<'a> {
-    completion: &'a Completion,
-    status: i32,
-    headers: Option<String>,
-}
-
-impl<'a> CompleteParams<'a> {
-    /// The converted values of `completion`.
-    pub fn new(completion: &'a Completion) -> Self {
-        CompleteParams {
-            completion,
-            status: i32::from(completion.response.status),
-            headers: headers_to_column(&completion.response.headers),
-        }
-    }
-
-    /// `$1` to `$7`.
-    pub fn as_params(&self) -> [&(dyn ToSql + Sync); 7] {
-        let x = self.completion;
-        [
-            &x.key,
-            &x.owner_token,
-            &self.status,
-            &x.response.content_type,
-            &self.headers,
-            &x.response.body,
-            &x.expires_at,
-        ]
-    }
-}
-
-/// The parameters of [`REPLACE_SQL`], converted once.
-pub struct ReplaceParams<'a> {
-    replacement: &'a Replacement,
-    expected_lookups: i32,
-    status: &'static str,
-    response_status: Option<i32>,
-    content_type: Option<&'a str>,
-    headers: Option<String>,
-    body: Option<&'a [u8]>,
-    lookups: i32,
-}
-
-impl<'a> ReplaceParams<'a> {
-    /// The converted values of `replacement`.
-    pub fn new(replacement: &'a Replacement) -> Self {
-        let next = &replacement.record;
-        let response = next.response.as_ref();
-        ReplaceParams {
-            replacement,
-            expected_lookups: i32::try_from(replacement.expected_lookups).unwrap_or(i32::MAX),
-            status: next.status.as_str(),
-            response_status: response.map(|x| i32::from(x.status)),
-            content_type: response.map(|x| x.content_type.as_str()),
-            headers: response.and_then(|x| headers_to_column(&x.headers)),
-            body: response.map(|x| x.body.as_slice()),
-            lookups: i32::try_from(next.lookups).unwrap_or(i32::MAX),
-        }
-    }
-
-    /// `$1` to `$13`.
-    pub fn as_params(&self) -> [&(dyn ToSql + Sync); 13] {
-        let r = self.replacement;
-        let next = &r.record;
-        [
-            &next.key,
-            &r.expected_token,
-            &self.expected_lookups,
-            &self.status,
-            &next.owner_token,
-            &self.response_status,
-            &self.content_type,
-            &self.headers,
-            &self.body,
-            &next.created_at,
-            &next.expires_at,
-            &self.lookups,
-            &next.next_lookup_at,
-        ]
     }
 }

@@ -1,17 +1,15 @@
 //! PostgreSQL: the production store. Many app servers share one unique index.
+//! An executor of the core's statements ([`crate::pg_sql`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use intentkey::claim::schema::{migrations, migrations_table, MIGRATION_LOCK, SCHEMA_VERSION};
+use intentkey::claim::sql::{self, Kind, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
-use postgres::types::ToSql;
 use postgres::{Client, NoTls, Statement};
 
-use super::pg_sql::{
-    error as err, read_row, CompleteParams, ReplaceParams, COMPLETE_SQL, GET_SQL, INSERT_SQL,
-    LIST_SQL, PURGE_SQL, RELEASE_SQL, REPLACE_SQL,
-};
+use super::pg_sql::{bind, error as err, read_row, refs, text};
 use super::{redact, Store, StoreError};
 
 /// Connections to PostgreSQL, re-established after the server restarts. An
@@ -31,26 +29,50 @@ pub struct PostgresStore {
 /// connection, so an operation is one round trip.
 struct Connection {
     client: Client,
-    statements: HashMap<&'static str, Statement>,
+    statements: HashMap<Kind, Statement>,
+}
+
+/// Why an operation failed: the driver's error, or one of the store's own
+/// (a statement the core lacks, a parameter out of range).
+enum Failure {
+    Driver(postgres::Error),
+    Store(StoreError),
+}
+
+impl From<postgres::Error> for Failure {
+    fn from(e: postgres::Error) -> Self {
+        Failure::Driver(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Store(e)
+    }
 }
 
 impl Connection {
-    fn prepared(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
-        if let Some(st) = self.statements.get(sql) {
+    fn prepared(&mut self, kind: Kind) -> Result<Statement, Failure> {
+        if let Some(st) = self.statements.get(&kind) {
             return Ok(st.clone());
         }
-        let st = self.client.prepare(sql)?;
-        self.statements.insert(sql, st.clone());
+        let st = self.client.prepare(text(kind)?)?;
+        self.statements.insert(kind, st.clone());
         Ok(st)
     }
 
-    fn execute(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, postgres::Error> {
-        let st = self.prepared(sql)?;
-        self.client.execute(&st, params)
+    /// Runs the core's statement `kind` with `values`: the rows changed.
+    fn execute(&mut self, kind: Kind, values: Vec<Value>) -> Result<u64, Failure> {
+        let st = self.prepared(kind)?;
+        let params = bind(values, st.params())?;
+        Ok(self.client.execute(&st, &refs(&params))?)
+    }
+
+    /// Runs the core's query `kind` with `values`: the rows.
+    fn query(&mut self, kind: Kind, values: Vec<Value>) -> Result<Vec<postgres::Row>, Failure> {
+        let st = self.prepared(kind)?;
+        let params = bind(values, st.params())?;
+        Ok(self.client.query(&st, &refs(&params))?)
     }
 }
 
@@ -74,14 +96,9 @@ impl PostgresStore {
         };
         let newer = store.with(&store.client, "", |client| {
             let mut tx = client.client.transaction()?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+            tx.execute(text(Kind::MigrationLock)?, &[&MIGRATION_LOCK])?;
             tx.batch_execute(&migrations_table())?;
-            let version: i32 = tx
-                .query_one(
-                    "SELECT coalesce(max(version), 0) FROM intentkey_schema_migrations",
-                    &[],
-                )?
-                .get(0);
+            let version: i32 = tx.query_one(text(Kind::MigratedVersion)?, &[])?.get(0);
             if i64::from(version) > i64::from(SCHEMA_VERSION) {
                 return Ok(Some(version));
             }
@@ -93,10 +110,7 @@ impl PostgresStore {
                     tx.batch_execute(statement)?;
                 }
                 let v = i32::try_from(migration.version).unwrap_or(i32::MAX);
-                tx.execute(
-                    "INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES ($1, extract(epoch from now())::bigint)",
-                    &[&v],
-                )?;
+                tx.execute(text(Kind::RecordMigration)?, &[&v])?;
             }
             tx.commit()?;
             Ok(None)
@@ -116,7 +130,7 @@ impl PostgresStore {
         &self,
         slot: &Mutex<Option<Connection>>,
         setup: &str,
-        f: impl FnOnce(&mut Connection) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut Connection) -> Result<T, Failure>,
     ) -> Result<T, StoreError> {
         let mut slot = lock(slot);
         if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
@@ -139,7 +153,8 @@ impl PostgresStore {
         };
         match f(client) {
             Ok(v) => Ok(v),
-            Err(e) => {
+            Err(Failure::Store(e)) => Err(e),
+            Err(Failure::Driver(e)) => {
                 let e = err(&e);
                 if e.is_retryable() {
                     *slot = None;
@@ -151,7 +166,7 @@ impl PostgresStore {
 
     fn with_client<T>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut Connection) -> Result<T, Failure>,
     ) -> Result<T, StoreError> {
         self.with(&self.client, "", f)
     }
@@ -159,22 +174,17 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn insert(&self, r: &Record) -> Result<bool, StoreError> {
-        let status = r.status.as_str();
-        self.with_client(|c| c.execute(INSERT_SQL, &super::pg_sql::insert_params(r, &status)))
+        self.with_client(|c| c.execute(Kind::Insert, sql::insert_params(r)))
             .map(|n| n == 1)
     }
 
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
-        let row = self.with_client(|c| {
-            let st = c.prepared(GET_SQL)?;
-            c.client.query_opt(&st, &[&key])
-        })?;
-        row.as_ref().map(read_row).transpose()
+        let rows = self.with_client(|c| c.query(Kind::Get, sql::get_params(key)))?;
+        rows.first().map(read_row).transpose()
     }
 
     fn complete(&self, x: &Completion) -> Result<bool, StoreError> {
-        let params = CompleteParams::new(x);
-        let run = |c: &mut Connection| c.execute(COMPLETE_SQL, &params.as_params());
+        let run = |c: &mut Connection| c.execute(Kind::Complete, sql::complete_params(x));
         let n = if x.fast {
             self.with(&self.fast, "SET synchronous_commit = off", run)?
         } else {
@@ -184,27 +194,22 @@ impl Store for PostgresStore {
     }
 
     fn replace(&self, r: &Replacement) -> Result<bool, StoreError> {
-        let params = ReplaceParams::new(r);
-        self.with_client(|c| c.execute(REPLACE_SQL, &params.as_params()))
+        self.with_client(|c| c.execute(Kind::Replace, sql::replace_params(r)))
             .map(|n| n == 1)
     }
 
     fn release(&self, r: &Release) -> Result<bool, StoreError> {
-        self.with_client(|c| c.execute(RELEASE_SQL, &[&r.key, &r.owner_token]))
+        self.with_client(|c| c.execute(Kind::Release, sql::release_params(r)))
             .map(|n| n == 1)
     }
 
     fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
-        let status = status.map(Status::as_str);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.with_client(|c| {
-            let st = c.prepared(LIST_SQL)?;
-            c.client.query(&st, &[&status, &limit])
-        })?;
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+        let rows = self.with_client(|c| c.query(Kind::List, sql::list_params(status, limit)))?;
         rows.iter().map(read_row).collect()
     }
 
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
-        self.with_client(|c| c.execute(PURGE_SQL, &[&now]))
+        self.with_client(|c| c.execute(Kind::Purge, sql::purge_params(now)))
     }
 }

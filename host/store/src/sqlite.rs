@@ -1,14 +1,16 @@
 //! SQLite: the embedded default (rusqlite, bundled SQLite, durable settings).
+//! An executor of the core's statements (`intentkey::claim::sql`): it
+//! prepares them, binds the values the core makes and hands rows back to it.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use intentkey::claim::schema::{headers_to_column, migrations, SCHEMA_VERSION};
+use intentkey::claim::schema::{migrations, SCHEMA_VERSION};
+use intentkey::claim::sql::{self, Dialect, Kind, Statements, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 
-use super::columns::{Row, COLUMNS};
 use super::{Store, StoreError};
 
 /// A SQLite file shared by any number of processes: WAL journal,
@@ -19,6 +21,7 @@ use super::{Store, StoreError};
 /// (one connection, so no page cache is invalidated between two).
 pub struct SqliteStore {
     conn: Mutex<Connection>,
+    sql: Statements,
 }
 
 fn err(e: rusqlite::Error) -> StoreError {
@@ -35,24 +38,54 @@ fn err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok(Row {
-        key: row.get(0)?,
-        fingerprint: row.get(1)?,
-        tenant_id: row.get(2)?,
-        action_type: row.get(3)?,
-        status: row.get(4)?,
-        owner_token: row.get(5)?,
-        response_status: row.get(6)?,
-        response_content_type: row.get(7)?,
-        response_headers: row.get(8)?,
-        response_body: row.get(9)?,
-        response_body_bytes: row.get(10)?,
-        created_at: row.get(11)?,
-        expires_at: row.get(12)?,
-        lookups: row.get(13)?,
-        next_lookup_at: row.get(14)?,
+/// A core parameter as rusqlite binds it.
+fn bind(value: &Value) -> rusqlite::types::ToSqlOutput<'_> {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    ToSqlOutput::Borrowed(match value {
+        Value::Null => ValueRef::Null,
+        Value::Integer(n) => ValueRef::Integer(*n),
+        Value::Text(s) => ValueRef::Text(s.as_bytes()),
+        Value::Bytes(b) => ValueRef::Blob(b),
     })
+}
+
+/// A row's columns as the core's values (for `sql::decode_row`).
+fn row_values(row: &rusqlite::Row<'_>) -> rusqlite::Result<Vec<Value>> {
+    use rusqlite::types::ValueRef;
+    (0..row.as_ref().column_count())
+        .map(|i| {
+            Ok(match row.get_ref(i)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Integer(n) => Value::Integer(n),
+                ValueRef::Real(f) => Value::Text(f.to_string()),
+                ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(b) => Value::Bytes(b.to_vec()),
+            })
+        })
+        .collect()
+}
+
+fn decoded(values: Vec<Value>) -> Result<Record, StoreError> {
+    sql::decode_row(&values).map_err(|e| StoreError::fatal(format!("sqlite: {}", e.message())))
+}
+
+/// Runs a statement of the core's with its parameters: the rows changed.
+fn execute(conn: &Connection, text: &str, params: &[Value]) -> Result<usize, StoreError> {
+    conn.prepare_cached(text)
+        .and_then(|mut st| st.execute(rusqlite::params_from_iter(params.iter().map(bind))))
+        .map_err(err)
+}
+
+/// Runs a query of the core's with its parameters: the rows as records.
+fn query(conn: &Connection, text: &str, params: &[Value]) -> Result<Vec<Record>, StoreError> {
+    let mut st = conn.prepare_cached(text).map_err(err)?;
+    let rows = st
+        .query_map(
+            rusqlite::params_from_iter(params.iter().map(bind)),
+            row_values,
+        )
+        .map_err(err)?;
+    rows.map(|row| row.map_err(err).and_then(decoded)).collect()
 }
 
 fn connect(path: &Path, synchronous: &str) -> Result<Connection, StoreError> {
@@ -65,26 +98,8 @@ fn connect(path: &Path, synchronous: &str) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-const COMPLETE_SQL: &str = "UPDATE intentkey_records SET status = 'done', response_status = ?3, \
-     response_content_type = ?4, response_headers = ?5, response_body = NULL, response_body_bytes = ?6, expires_at = ?7, \
-     next_lookup_at = NULL WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2";
-
-fn complete_on(conn: &Connection, c: &Completion) -> Result<bool, StoreError> {
-    let changed = conn
-        .prepare_cached(COMPLETE_SQL)
-        .and_then(|mut st| {
-            st.execute(params![
-                c.key,
-                c.owner_token,
-                i64::from(c.response.status),
-                c.response.content_type,
-                headers_to_column(&c.response.headers),
-                c.response.body,
-                c.expires_at,
-            ])
-        })
-        .map_err(err)?;
-    Ok(changed == 1)
+fn complete_on(conn: &Connection, text: &str, c: &Completion) -> Result<bool, StoreError> {
+    Ok(execute(conn, text, &sql::complete_params(c))? == 1)
 }
 
 impl SqliteStore {
@@ -95,8 +110,11 @@ impl SqliteStore {
     /// When the file cannot be opened, or holds a newer schema.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let conn = connect(path.as_ref(), "FULL")?;
+        let sql = sql::statements(Dialect::Sqlite, None)
+            .map_err(|e| StoreError::fatal(format!("sqlite: {}", e.message())))?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
+            sql,
         };
         store.migrate()?;
         Ok(store)
@@ -139,116 +157,50 @@ impl SqliteStore {
 
 impl Store for SqliteStore {
     fn insert(&self, r: &Record) -> Result<bool, StoreError> {
-        let inserted = self
-            .conn()
-            .prepare_cached(
-                "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0) ON CONFLICT (key) DO NOTHING",
-            )
-            .and_then(|mut st| {
-                st.execute(params![r.key, r.fingerprint, r.tenant_id, r.action_type, r.status.as_str(), r.owner_token, r.created_at])
-            })
-            .map_err(err)?;
-        Ok(inserted == 1)
+        let text = self.sql.text(Kind::Insert);
+        Ok(execute(&self.conn(), text, &sql::insert_params(r))? == 1)
     }
 
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
-        self.conn()
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM intentkey_records WHERE key = ?1"
-            ))
-            .and_then(|mut st| st.query_row(params![key], read_row).optional())
-            .map_err(err)?
-            .map(Row::into_record)
-            .transpose()
+        let text = self.sql.text(Kind::Get);
+        Ok(query(&self.conn(), text, &sql::get_params(key))?
+            .into_iter()
+            .next())
     }
 
     fn complete(&self, c: &Completion) -> Result<bool, StoreError> {
         let conn = self.conn();
         if !c.fast {
-            return complete_on(&conn, c);
+            return complete_on(&conn, self.sql.text(Kind::Complete), c);
         }
         // `synchronous` is the connection's and is read at commit: NORMAL for
         // this one autocommit statement, FULL again whatever it answered.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err)?;
-        let completed = complete_on(&conn, c);
+        let completed = complete_on(&conn, self.sql.text(Kind::Complete), c);
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
         completed
     }
 
     fn replace(&self, r: &Replacement) -> Result<bool, StoreError> {
-        let next = &r.record;
-        let response = next.response.as_ref();
-        let changed = self
-            .conn()
-            .prepare_cached(
-                "UPDATE intentkey_records SET status = ?4, owner_token = ?5, response_status = ?6, \
-                 response_content_type = ?7, response_headers = ?8, response_body = NULL, response_body_bytes = ?9, created_at = ?10, \
-                 expires_at = ?11, lookups = ?12, next_lookup_at = ?13 \
-                 WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2 AND lookups = ?3",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    next.key,
-                    r.expected_token,
-                    i64::from(r.expected_lookups),
-                    next.status.as_str(),
-                    next.owner_token,
-                    response.map(|x| i64::from(x.status)),
-                    response.map(|x| x.content_type.as_str()),
-                    response.and_then(|x| headers_to_column(&x.headers)),
-                    response.map(|x| x.body.as_slice()),
-                    next.created_at,
-                    next.expires_at,
-                    i64::from(next.lookups),
-                    next.next_lookup_at,
-                ])
-            })
-            .map_err(err)?;
-        Ok(changed == 1)
+        let text = self.sql.text(Kind::Replace);
+        Ok(execute(&self.conn(), text, &sql::replace_params(r))? == 1)
     }
 
     fn release(&self, r: &Release) -> Result<bool, StoreError> {
-        let deleted = self
-            .conn()
-            .prepare_cached(
-                "DELETE FROM intentkey_records WHERE key = ?1 AND status = 'in_flight' AND owner_token = ?2",
-            )
-            .and_then(|mut st| st.execute(params![r.key, r.owner_token]))
-            .map_err(err)?;
-        Ok(deleted == 1)
+        let text = self.sql.text(Kind::Release);
+        Ok(execute(&self.conn(), text, &sql::release_params(r))? == 1)
     }
 
     fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
-        let conn = self.conn();
-        let mut st = conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM intentkey_records WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at, key LIMIT ?2"
-            ))
-            .map_err(err)?;
-        let rows = st
-            .query_map(
-                params![
-                    status.map(Status::as_str),
-                    i64::try_from(limit).unwrap_or(i64::MAX)
-                ],
-                read_row,
-            )
-            .map_err(err)?;
-        rows.map(|row| row.map_err(err).and_then(Row::into_record))
-            .collect()
+        let text = self.sql.text(Kind::List);
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+        query(&self.conn(), text, &sql::list_params(status, limit))
     }
 
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
-        let n = self
-            .conn()
-            .execute(
-                "DELETE FROM intentkey_records WHERE status = 'done' AND expires_at <= ?1",
-                params![now],
-            )
-            .map_err(err)?;
-        Ok(n as u64)
+        let text = self.sql.text(Kind::Purge);
+        Ok(execute(&self.conn(), text, &sql::purge_params(now))? as u64)
     }
 }

@@ -3,21 +3,13 @@
 // transaction holding pg_advisory_xact_lock(migrationLock) creates the migrations
 // table, reads the highest version applied, applies each missing migration and
 // records it, so concurrent processes (and the Rust host) can start against one
-// database. Every operation is one statement; every write after the claim is
-// fenced on the owner token. The operations are asynchronous, so the guard drives
+// database. Every statement is the core's (crates/intentkey/schema/postgres.sql,
+// through the component's `schema` export, the statements the Rust stores
+// prepare), with the parameters it makes and the rows it decodes: this file only
+// prepares, binds and runs (docs/stores.md). Every operation is one statement;
+// every write after the claim is fenced on the owner token. The operations are asynchronous, so the guard drives
 // the core's claim flow through the `flows` resource (no sequencing here).
-import {
-  COLUMNS,
-  TRUSTED,
-  bodyToColumn,
-  coreSchema,
-  headersToColumn,
-  newerSchema,
-  recordParams,
-  rowToRecord,
-  storeError,
-  storedStatus,
-} from './schema.js';
+import { TRUSTED, coreSchema, newerSchema, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -40,27 +32,57 @@ function quoteIdent(name) {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
+/** The core's parameters as node-postgres binds them (integers as decimal text). */
+function bind(values) {
+  return values.map((v) => {
+    switch (v.tag) {
+      case 'null':
+        return null;
+      case 'integer':
+        return v.val.toString();
+      case 'bytes':
+        return Buffer.from(v.val.buffer, v.val.byteOffset, v.val.byteLength);
+      default:
+        return v.val;
+    }
+  });
+}
+
+// PostgreSQL type OIDs of the columns the core's statements return.
+const BOOL = 16;
+const BYTEA = 17;
+const INTEGERS = new Set([20, 21, 23]);
+
+/** A row (rowMode 'array') as the core's values, by each column's type. */
+function rowValues(row, fields) {
+  return row.map((v, i) => {
+    if (v === null || v === undefined) return { tag: 'null' };
+    const type = fields[i].dataTypeID;
+    if (INTEGERS.has(type)) return { tag: 'integer', val: BigInt(v) };
+    if (type === BOOL) return { tag: 'integer', val: v ? 1n : 0n };
+    if (type === BYTEA) return { tag: 'bytes', val: new Uint8Array(v) };
+    return { tag: 'text', val: String(v) };
+  });
+}
+
 const isPool = (x) => typeof x.connect === 'function' && 'totalCount' in x && 'idleCount' in x;
 
 /** Applies every missing migration, under the advisory lock, in one transaction. */
-async function migrate(client, schema) {
+async function migrate(client, schema, sql) {
   const { migrations, migrationsTable, schemaVersion, migrationLock } = coreSchema();
   await client.query('BEGIN');
   try {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [migrationLock.toString()]);
+    await client.query(sql['migration-lock'].text, [migrationLock.toString()]);
     // The DDL stays verbatim: a `schema` option puts it there through search_path.
     if (schema !== undefined) await client.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
     await client.query(migrationsTable);
-    const { rows } = await client.query('SELECT coalesce(max(version), 0) AS version FROM intentkey_schema_migrations');
-    const version = Number(rows[0].version);
+    const { rows } = await client.query({ text: sql['migrated-version'].text, rowMode: 'array' });
+    const version = Number(rows[0][0]);
     if (version > schemaVersion) throw newerSchema('PostgreSQL schema', version, schemaVersion);
     for (const m of migrations) {
       if (m.version <= version) continue;
       for (const statement of m.statements) await client.query(statement);
-      await client.query(
-        'INSERT INTO intentkey_schema_migrations (version, applied_at) VALUES ($1, extract(epoch from now())::bigint)',
-        [m.version],
-      );
+      await client.query(sql['record-migration'].text, [m.version]);
     }
     await client.query('COMMIT');
   } catch (e) {
@@ -97,6 +119,10 @@ export async function pgStore(poolOrConfig, options = {}) {
   }
   const schema = options.schema;
   if (schema !== undefined) quoteIdent(schema);
+  // The core's statements, on the table in `schema` (quoted and qualified by the
+  // core) or the one search_path finds; each has a short prepared-statement name,
+  // unique per statement and table, so stores on many schemas share a connection.
+  const sql = sqlStatements('postgres', schema);
 
   let db;
   let owned = false;
@@ -113,87 +139,32 @@ export async function pgStore(poolOrConfig, options = {}) {
     if (pool) {
       const client = await db.connect();
       try {
-        await migrate(client, schema);
+        await migrate(client, schema, sql);
       } finally {
         client.release();
       }
     } else {
-      await migrate(db, schema);
+      await migrate(db, schema, sql);
     }
   } catch (e) {
     if (owned) await db.end();
     throw e;
   }
 
-  const T = schema === undefined ? 'intentkey_records' : `${quoteIdent(schema)}.intentkey_records`;
-  const cols = COLUMNS.join(', ');
-  const completeSet =
-    "SET status = 'done', response_status = $3, response_content_type = $4, response_headers = $5, " +
-    'response_body = NULL, response_body_bytes = $6, expires_at = $7, next_lookup_at = NULL';
-  const fence = "key = $1 AND status = 'in_flight' AND owner_token = $2";
-  // Named statements are prepared once per connection.
-  const sql = {
-    insert: {
-      name: `ik-insert-${T}`,
-      text: `INSERT INTO ${T} (${cols}) VALUES (${COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}) ON CONFLICT (key) DO NOTHING`,
-    },
-    get: { name: `ik-get-${T}`, text: `SELECT ${cols} FROM ${T} WHERE key = $1` },
-    complete: { name: `ik-complete-${T}`, text: `UPDATE ${T} ${completeSet} WHERE ${fence}` },
-    // A Client is shared with whatever else the caller runs on it, so a fast
-    // completion cannot open a transaction there (other queries would join it):
-    // set_config(…, true) is SET LOCAL for the statement's own transaction.
-    completeFastOneStatement: {
-      name: `ik-complete-fast-${T}`,
-      text:
-        `UPDATE ${T} ${completeSet} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS fast ` +
-        `WHERE ${T}.key = $1 AND ${T}.status = 'in_flight' AND ${T}.owner_token = $2`,
-    },
-    replace: {
-      name: `ik-replace-${T}`,
-      text:
-        `UPDATE ${T} SET status = $4, owner_token = $5, response_status = $6, response_content_type = $7, ` +
-        'response_headers = $8, response_body = $9, response_body_bytes = $10, created_at = $11, expires_at = $12, ' +
-        "lookups = $13, next_lookup_at = $14 WHERE key = $1 AND status = 'in_flight' AND owner_token = $2 AND lookups = $3",
-    },
-    release: { name: `ik-release-${T}`, text: `DELETE FROM ${T} WHERE ${fence}` },
-    list: { name: `ik-list-${T}`, text: `SELECT ${cols} FROM ${T} WHERE status = $1 ORDER BY created_at, key LIMIT $2` },
-    purge: { name: `ik-purge-${T}`, text: `DELETE FROM ${T} WHERE status = 'done' AND expires_at <= $1` },
-  };
-  const query = async (statement, values) => {
+  /** Runs the core's statement `name` for `op` (prepared once per connection). */
+  const query = async (name, op, ...args) => {
+    const st = sql[name];
     try {
-      return await db.query({ ...statement, values });
+      return await db.query({ name: st.preparedName, text: st.text, values: bind(sqlParams(op, ...args)), rowMode: 'array' });
     } catch (e) {
       throw failure(e);
     }
   };
-  const completionValues = (c) => {
-    const x = c.response;
-    return [c.key, c.ownerToken, x.status, x.contentType, headersToColumn(x.headers), bodyToColumn(x.body), c.expiresAt];
+  const changed = async (name, op, ...args) => (await query(name, op, ...args)).rowCount;
+  const records = async (name, op, ...args) => {
+    const { rows, fields } = await query(name, op, ...args);
+    return rows.map((row) => sqlDecodeRow(rowValues(row, fields)));
   };
-
-  /** BEGIN; SET LOCAL synchronous_commit = off; UPDATE …; COMMIT on one pooled connection. */
-  async function completeFast(c) {
-    let client;
-    try {
-      client = await db.connect();
-    } catch (e) {
-      throw failure(e);
-    }
-    let broken;
-    try {
-      await client.query('BEGIN');
-      await client.query('SET LOCAL synchronous_commit = off');
-      const r = await client.query({ ...sql.complete, values: completionValues(c) });
-      await client.query('COMMIT');
-      return r.rowCount === 1;
-    } catch (e) {
-      broken = e;
-      await client.query('ROLLBACK').catch(() => {});
-      throw failure(e);
-    } finally {
-      client.release(broken);
-    }
-  }
 
   return {
     kind: 'pg',
@@ -202,41 +173,15 @@ export async function pgStore(poolOrConfig, options = {}) {
     /** The pg Pool or Client. */
     db,
 
-    async insert(record) {
-      return (await query(sql.insert, recordParams(record))).rowCount === 1;
-    },
-
-    async get(key) {
-      const { rows } = await query(sql.get, [key]);
-      return rows.length === 0 ? undefined : rowToRecord(rows[0]);
-    },
-
-    async complete(c) {
-      if (c.fast) {
-        if (pool) return completeFast(c);
-        return (await query(sql.completeFastOneStatement, completionValues(c))).rowCount === 1;
-      }
-      return (await query(sql.complete, completionValues(c))).rowCount === 1;
-    },
-
-    async replace(r) {
-      const v = recordParams(r.record);
-      const values = [v[0], r.expectedToken, r.expectedLookups, ...v.slice(4)];
-      return (await query(sql.replace, values)).rowCount === 1;
-    },
-
-    async release(r) {
-      return (await query(sql.release, [r.key, r.ownerToken])).rowCount === 1;
-    },
-
-    async list(status, limit) {
-      const { rows } = await query(sql.list, [storedStatus(status), limit]);
-      return rows.map(rowToRecord);
-    },
-
-    async purge(now) {
-      return (await query(sql.purge, [now])).rowCount;
-    },
+    insert: async (record) => (await changed('insert', 'insert', record)) === 1,
+    get: async (key) => (await records('get', 'get', key))[0],
+    // A fast completion's statement sets synchronous_commit = off for its own
+    // transaction only (set_config(…, true)), so it needs no session of its own.
+    complete: async (c) => (await changed(c.fast ? 'complete-fast' : 'complete', 'complete', c)) === 1,
+    replace: async (r) => (await changed('replace', 'replace', r)) === 1,
+    release: async (r) => (await changed('release', 'release', r)) === 1,
+    list: (status, limit) => records('list', 'list', status, limit),
+    purge: (now) => changed('purge', 'purge', now),
 
     /** Ends the pool if this store made it. */
     async close() {

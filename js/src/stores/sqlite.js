@@ -1,24 +1,16 @@
 // A store in SQLite through better-sqlite3 (12.x; an optional peer dependency).
 // WAL, synchronous=FULL and a busy timeout, so several processes can share one
 // database file. The schema is the component's (the core's one SQL file), applied
-// above PRAGMA user_version inside BEGIN IMMEDIATE. Every operation is one
-// statement; every write after the claim is fenced on the owner token.
+// above PRAGMA user_version inside BEGIN IMMEDIATE. Every statement is the core's
+// too (crates/intentkey/schema/sqlite.sql, through the component's `schema`
+// export), with the parameters it makes and the rows it decodes: this file only
+// prepares, binds and runs (docs/stores.md). Every operation is one statement;
+// every write after the claim is fenced on the owner token.
 // better-sqlite3 is synchronous, so the guard plugs this store into the
 // component's `store` import. Fast completions (`completion.fast`) are written
 // like any other: SQLite has no per-transaction asynchronous commit.
 import { createRequire } from 'node:module';
-import {
-  COLUMNS,
-  TRUSTED,
-  bodyToColumn,
-  coreSchema,
-  headersToColumn,
-  newerSchema,
-  recordParams,
-  rowToRecord,
-  storeError,
-  storedStatus,
-} from './schema.js';
+import { TRUSTED, coreSchema, newerSchema, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -81,6 +73,26 @@ function failure(e) {
   return storeError(busy ? 'unavailable' : 'failed', message, e);
 }
 
+/** The core's parameters as better-sqlite3 binds numbered ones: { 1: …, 2: … }. */
+function bind(values) {
+  const out = {};
+  values.forEach((v, i) => {
+    out[i + 1] = v.tag === 'null' ? null : v.tag === 'bytes' ? Buffer.from(v.val.buffer, v.val.byteOffset, v.val.byteLength) : v.val;
+  });
+  return out;
+}
+
+/** A raw row (safe integers) as the core's values. */
+function rowValues(row) {
+  return row.map((v) => {
+    if (v === null || v === undefined) return { tag: 'null' };
+    if (typeof v === 'bigint') return { tag: 'integer', val: v };
+    if (typeof v === 'number') return Number.isInteger(v) ? { tag: 'integer', val: BigInt(v) } : { tag: 'text', val: String(v) };
+    if (typeof v === 'string') return { tag: 'text', val: v };
+    return { tag: 'bytes', val: new Uint8Array(v) };
+  });
+}
+
 /**
  * A record store in SQLite.
  * @param {string | object} pathOrDb a file path (opened here, closed by close())
@@ -114,26 +126,34 @@ export function sqliteStore(pathOrDb, options = {}) {
     throw e;
   }
 
-  const cols = COLUMNS.join(', ');
-  const sql = {
-    insert: db.prepare(
-      `INSERT INTO intentkey_records (${cols}) VALUES (${COLUMNS.map(() => '?').join(', ')}) ON CONFLICT (key) DO NOTHING`,
-    ),
-    get: db.prepare(`SELECT ${cols} FROM intentkey_records WHERE key = ?`),
-    complete: db.prepare(
-      "UPDATE intentkey_records SET status = 'done', response_status = ?, response_content_type = ?, " +
-        'response_headers = ?, response_body = NULL, response_body_bytes = ?, expires_at = ?, next_lookup_at = NULL ' +
-        "WHERE key = ? AND status = 'in_flight' AND owner_token = ?",
-    ),
-    replace: db.prepare(
-      'UPDATE intentkey_records SET status = ?, owner_token = ?, response_status = ?, response_content_type = ?, ' +
-        'response_headers = ?, response_body = ?, response_body_bytes = ?, created_at = ?, expires_at = ?, lookups = ?, ' +
-        'next_lookup_at = ? ' +
-        "WHERE key = ? AND status = 'in_flight' AND owner_token = ? AND lookups = ?",
-    ),
-    release: db.prepare("DELETE FROM intentkey_records WHERE key = ? AND status = 'in_flight' AND owner_token = ?"),
-    list: db.prepare(`SELECT ${cols} FROM intentkey_records WHERE status = ? ORDER BY created_at, key LIMIT ?`),
-    purge: db.prepare("DELETE FROM intentkey_records WHERE status = 'done' AND expires_at <= ?"),
+  // The core's statements, prepared once; rows come back as arrays of typed values.
+  const core = sqlStatements('sqlite');
+  const prepared = Object.fromEntries(
+    Object.values(core).map((st) => {
+      const statement = db.prepare(st.text);
+      if (statement.reader) statement.raw(true).safeIntegers(true);
+      return [st.name, statement];
+    }),
+  );
+  /** Runs the core's statement `name` for `op`: the rows changed. */
+  const run = (name, op, ...args) => {
+    const values = bind(sqlParams(op, ...args));
+    try {
+      return prepared[name].run(values).changes;
+    } catch (e) {
+      throw failure(e);
+    }
+  };
+  /** Runs the core's query `name` for `op`: the records. */
+  const all = (name, op, ...args) => {
+    const values = bind(sqlParams(op, ...args));
+    let rows;
+    try {
+      rows = prepared[name].all(values);
+    } catch (e) {
+      throw failure(e);
+    }
+    return rows.map((row) => sqlDecodeRow(rowValues(row)));
   };
 
   return {
@@ -143,80 +163,13 @@ export function sqliteStore(pathOrDb, options = {}) {
     /** The better-sqlite3 Database. */
     db,
 
-    insert(record) {
-      try {
-        return sql.insert.run(recordParams(record)).changes === 1;
-      } catch (e) {
-        throw failure(e);
-      }
-    },
-
-    get(key) {
-      let row;
-      try {
-        row = sql.get.get(key);
-      } catch (e) {
-        throw failure(e);
-      }
-      return row === undefined ? undefined : rowToRecord(row);
-    },
-
-    complete(c) {
-      const x = c.response;
-      try {
-        return (
-          sql.complete.run(
-            x.status,
-            x.contentType,
-            headersToColumn(x.headers),
-            bodyToColumn(x.body),
-            c.expiresAt,
-            c.key,
-            c.ownerToken,
-          ).changes === 1
-        );
-      } catch (e) {
-        throw failure(e);
-      }
-    },
-
-    replace(r) {
-      const v = recordParams(r.record);
-      try {
-        return (
-          sql.replace.run(...v.slice(4), v[0], r.expectedToken, r.expectedLookups).changes === 1
-        );
-      } catch (e) {
-        throw failure(e);
-      }
-    },
-
-    release(r) {
-      try {
-        return sql.release.run(r.key, r.ownerToken).changes === 1;
-      } catch (e) {
-        throw failure(e);
-      }
-    },
-
-    list(status, limit) {
-      const stored = storedStatus(status);
-      let rows;
-      try {
-        rows = sql.list.all(stored, limit);
-      } catch (e) {
-        throw failure(e);
-      }
-      return rows.map(rowToRecord);
-    },
-
-    purge(now) {
-      try {
-        return sql.purge.run(now).changes;
-      } catch (e) {
-        throw failure(e);
-      }
-    },
+    insert: (record) => run('insert', 'insert', record) === 1,
+    get: (key) => all('get', 'get', key)[0],
+    complete: (c) => run('complete', 'complete', c) === 1,
+    replace: (r) => run('replace', 'replace', r) === 1,
+    release: (r) => run('release', 'release', r) === 1,
+    list: (status, limit) => all('list', 'list', status, limit),
+    purge: (now) => Number(run('purge', 'purge', now)),
 
     /** Closes the database if this store opened it. */
     close() {

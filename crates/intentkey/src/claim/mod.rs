@@ -11,6 +11,8 @@
 //! - [`flow`]: the sans-I/O flows (claim, finish, recover, purge) and the
 //!   driver for synchronous stores.
 //! - [`schema`]: the one versioned SQL file every runtime applies.
+//! - [`sql`]: every statement against the records, per SQL dialect, with
+//!   its parameter order and row decoding.
 //! - [`redis`]: the Redis store's record layout and Lua scripts, for every runtime.
 //!
 //! The HTTP answer to each outcome, per profile, is [`crate::http`]'s.
@@ -49,6 +51,7 @@ pub mod record;
 pub mod redis;
 pub mod run;
 pub mod schema;
+pub mod sql;
 
 pub use decide::{
     classify, decide_existing, decide_recovery, purgeable, recovered, recovery_due,

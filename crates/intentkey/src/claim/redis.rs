@@ -25,6 +25,9 @@
 //! (empty, or a JSON array `[status, content_type, [[name, value], …],
 //! body_hex]`), both written by the host. The scripts never re-encode JSON.
 //!
+//! The scripts are `.lua` files in `schema/redis/` (in this crate), each
+//! starting with `prelude.lua`, loaded with `include_str!`.
+//!
 //! Every write is one script ([`INSERT`], [`COMPLETE`], [`REPLACE`],
 //! [`RELEASE`]), so it is atomic with its index updates. The claim is `SET …
 //! NX` with no expiry: an `in_flight` record is never released by TTL. Only
@@ -63,49 +66,7 @@ pub const BATCH: u32 = 500;
 /// a record's indexes and TTL.
 macro_rules! prelude {
     () => {
-        r"-- intentkey Redis layout ik1 (crates/intentkey/src/claim/redis.rs)
-local IDX = { in_flight = 2, done = 3, needs_reconciliation = 4 }
-local function fail(msg)
-  error({ err = 'ERR intentkey: ' .. msg })
-end
--- A record's value: header line, identity line, response.
-local function parse(v)
-  local status, token, created, lookups, nxt, expires, rest =
-    string.match(v, '^ik1 (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)\n(.*)$')
-  if status == nil then
-    fail('a record value is not in the ik1 layout: it was written by something other than intentkey')
-  end
-  local nl = string.find(rest, '\n', 1, true)
-  if nl == nil then fail('a record value has no identity line') end
-  return { status = status, token = token, created = created, lookups = lookups, nxt = nxt,
-    expires = expires, identity = string.sub(rest, 1, nl - 1), response = string.sub(rest, nl + 1) }
-end
-local function header(status, token, created, lookups, nxt, expires)
-  if IDX[status] == nil then fail('unknown status ' .. tostring(status)) end
-  if not string.match(token, '^%S+$') then fail('an owner token must be non-empty, without spaces') end
-  if not string.match(created, '^%-?%d+$') then fail('created_at must be an integer') end
-  if not string.match(lookups, '^%d+$') then fail('lookups must be a natural number') end
-  if nxt ~= '-' and not string.match(nxt, '^%-?%d+$') then fail('next_lookup_at must be an integer or -') end
-  if expires ~= '-' and not string.match(expires, '^%-?%d+$') then fail('expires_at must be an integer or -') end
-  return 'ik1 ' .. status .. ' ' .. token .. ' ' .. created .. ' ' .. lookups .. ' ' .. nxt .. ' ' .. expires .. '\n'
-end
--- Indexes KEYS[1] (member `key`) under `status`; a done record also goes in
--- the expiry index and gets a TTL when its expiry is in the future by
--- Redis's clock. Records that are not done never get a TTL.
-local function settle(key, status, created, expires)
-  redis.call('ZADD', KEYS[IDX[status]], created, key)
-  if status == 'done' and expires ~= '-' then
-    redis.call('ZADD', KEYS[5], expires, key)
-    local e = tonumber(expires)
-    if e < 9000000000000 then
-      local t = redis.call('TIME')
-      if e * 1000 > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
-        redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', e * 1000))
-      end
-    end
-  end
-end
-"
+        include_str!("../../schema/redis/prelude.lua")
     };
 }
 
@@ -114,77 +75,25 @@ end
 /// KEYS: record, index in_flight, index done, index needs_reconciliation,
 /// expiry index ([`keys`]). ARGV: [`insert_args`]. Returns 1 when this call
 /// inserted, 0 when the key exists.
-pub const INSERT: &str = concat!(
-    prelude!(),
-    r"-- ARGV: key, status, owner_token, created_at, lookups, next_lookup_at, expires_at, identity, response
-if string.find(ARGV[8], '\n', 1, true) then fail('the identity line holds a newline') end
-local h = header(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
-if not redis.call('SET', KEYS[1], h .. ARGV[8] .. '\n' .. ARGV[9], 'NX') then
-  return 0
-end
--- A record Redis expired leaves index members behind: the new one replaces them.
-for i = 2, 5 do redis.call('ZREM', KEYS[i], ARGV[1]) end
-settle(ARGV[1], ARGV[2], ARGV[4], ARGV[7])
-return 1
-"
-);
+pub const INSERT: &str = concat!(prelude!(), include_str!("../../schema/redis/insert.lua"));
 
 /// The fenced completion: `done`, the response and the expiry, only while
 /// the record is `in_flight` under the owner's token.
 ///
 /// KEYS: as [`INSERT`]. ARGV: [`complete_args`]. Returns 1 when it wrote.
-pub const COMPLETE: &str = concat!(
-    prelude!(),
-    r"-- ARGV: key, owner_token, expires_at, response
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local r = parse(v)
-if r.status ~= 'in_flight' or r.token ~= ARGV[2] then return 0 end
-local h = header('done', r.token, r.created, r.lookups, '-', ARGV[3])
-redis.call('SET', KEYS[1], h .. r.identity .. '\n' .. ARGV[4])
-redis.call('ZREM', KEYS[2], ARGV[1])
-settle(ARGV[1], 'done', r.created, ARGV[3])
-return 1
-"
-);
+pub const COMPLETE: &str = concat!(prelude!(), include_str!("../../schema/redis/complete.lua"));
 
 /// The fenced recovery write: every mutable field, only while the record is
 /// `in_flight` under the expected token with the expected look-up count.
 ///
 /// KEYS: as [`INSERT`]. ARGV: [`replace_args`]. Returns 1 when it wrote.
-pub const REPLACE: &str = concat!(
-    prelude!(),
-    r"-- ARGV: key, expected_token, expected_lookups, status, owner_token, created_at, lookups,
---       next_lookup_at, expires_at, response
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local r = parse(v)
-if r.status ~= 'in_flight' or r.token ~= ARGV[2] or r.lookups ~= ARGV[3] then return 0 end
-local h = header(ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
--- SET without KEEPTTL: the record has no TTL unless settle gives it one.
-redis.call('SET', KEYS[1], h .. r.identity .. '\n' .. ARGV[10])
-redis.call('ZREM', KEYS[2], ARGV[1])
-settle(ARGV[1], ARGV[4], ARGV[6], ARGV[9])
-return 1
-"
-);
+pub const REPLACE: &str = concat!(prelude!(), include_str!("../../schema/redis/replace.lua"));
 
 /// The fenced release ("nothing happened"): deletes the record only while it
 /// is `in_flight` under the owner's token.
 ///
 /// KEYS: as [`INSERT`]. ARGV: [`release_args`]. Returns 1 when it deleted.
-pub const RELEASE: &str = concat!(
-    prelude!(),
-    r"-- ARGV: key, owner_token
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local r = parse(v)
-if r.status ~= 'in_flight' or r.token ~= ARGV[2] then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-return 1
-"
-);
+pub const RELEASE: &str = concat!(prelude!(), include_str!("../../schema/redis/release.lua"));
 
 /// Records with one status, oldest first (`created_at`, then key), at most
 /// `limit`: the index read [`BATCH`] members at a time, skipping members
@@ -192,31 +101,7 @@ return 1
 ///
 /// KEYS: the status's index. ARGV: status, limit, record key prefix
 /// (`{prefix}:rec:`), batch. Returns `[key, value, key, value, …]`.
-pub const LIST: &str = concat!(
-    prelude!(),
-    r"-- ARGV: status, limit, record key prefix, batch
-local limit = tonumber(ARGV[2])
-local batch = tonumber(ARGV[4])
-local out = {}
-local n = 0
-local start = 0
-while n < limit do
-  local members = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
-  if #members == 0 then break end
-  for _, m in ipairs(members) do
-    local v = redis.call('GET', ARGV[3] .. m)
-    if v and parse(v).status == ARGV[1] then
-      out[#out + 1] = m
-      out[#out + 1] = v
-      n = n + 1
-      if n >= limit then break end
-    end
-  end
-  start = start + batch
-end
-return out
-"
-);
+pub const LIST: &str = concat!(prelude!(), include_str!("../../schema/redis/list.lua"));
 
 /// One batch of a purge: looks at up to `batch` members of the expiry index
 /// with `expires_at <= now`, deletes those records that are `done` and
@@ -226,36 +111,7 @@ return out
 /// KEYS: expiry index, index done. ARGV: now, batch, record key prefix.
 /// Returns `[deleted, looked_at]`; the host calls again while
 /// `looked_at == batch`.
-pub const PURGE: &str = concat!(
-    prelude!(),
-    r"-- ARGV: now, batch, record key prefix
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-local deleted = 0
-local now = tonumber(ARGV[1])
-for _, m in ipairs(members) do
-  local rk = ARGV[3] .. m
-  local v = redis.call('GET', rk)
-  if not v then
-    -- Redis expired it: only its index members are left.
-    redis.call('ZREM', KEYS[1], m)
-    redis.call('ZREM', KEYS[2], m)
-  else
-    local r = parse(v)
-    if r.status == 'done' and r.expires ~= '-' and tonumber(r.expires) <= now then
-      redis.call('DEL', rk)
-      redis.call('ZREM', KEYS[1], m)
-      redis.call('ZREM', KEYS[2], m)
-      deleted = deleted + 1
-    elseif r.status == 'done' and r.expires ~= '-' then
-      redis.call('ZADD', KEYS[1], r.expires, m)
-    else
-      redis.call('ZREM', KEYS[1], m)
-    end
-  end
-end
-return { deleted, #members }
-"
-);
+pub const PURGE: &str = concat!(prelude!(), include_str!("../../schema/redis/purge.lua"));
 
 /// Every script by name: `insert`, `complete`, `replace`, `release`, `list`, `purge`.
 pub fn scripts() -> [(&'static str, &'static str); 6] {

@@ -1,0 +1,866 @@
+//! Every statement against the records table, per SQL dialect, with its
+//! parameter order and the reading of its rows: written once, here, for
+//! every runtime.
+//!
+//! The DDL is [`super::schema`]'s; the DML sits beside it, one file per
+//! dialect (`schema/sqlite.sql`, `schema/postgres.sql`), loaded with
+//! `include_str!` and parsed into named statements ([`Kind`]). A host store
+//! is an executor: it prepares the text of [`statements`], binds the values
+//! this module makes from a record ([`insert_params`], [`complete_params`],
+//! …) and hands the rows back to [`decode_row`] / [`decode_claim`]. The Rust
+//! stores (`intentkey-store`, `intentkey-axum`) call this module; the npm
+//! package calls it through the WIT `schema` interface (`sql-*`).
+//! `docs/stores.md` says how to add a dialect.
+//!
+//! `{table}` in a statement file stands for the records table: the
+//! unqualified `intentkey_records` (found through `search_path`, or SQLite's
+//! `main`), or `"schema".intentkey_records` when a store is given a schema.
+//! Each statement also has a prepared-statement name, short (PostgreSQL cuts
+//! names at 63 bytes) and unique per statement and qualified table:
+//! `ik-{statement}-{12 hex digits of SHA-256 of the qualified table}`.
+//!
+//! ```
+//! use intentkey::claim::sql::{self, Dialect, Kind, Value};
+//! use intentkey::claim::{Attempt, Record};
+//!
+//! let statements = sql::statements(Dialect::Postgres, Some("billing"))?;
+//! let insert = statements.statement(Kind::Insert)?;
+//! assert!(insert.text.starts_with(r#"INSERT INTO "billing".intentkey_records (key,"#));
+//! assert!(insert.prepared_name.starts_with("ik-insert-") && insert.prepared_name.len() <= 63);
+//!
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into(), prior: None };
+//! let record = Record::in_flight(&attempt, &"ab".repeat(16), 1_700_000_000);
+//! let params = sql::insert_params(&record);
+//! assert_eq!(params.len(), insert.params.len());
+//! assert_eq!(params[0], Value::Text("k1".into()));
+//! # Ok::<(), intentkey::Error>(())
+//! ```
+
+use sha2::{Digest, Sha256};
+
+use super::flow::{Completion, Release, Replacement};
+use super::record::{Record, Response, Status};
+use super::schema::{headers_from_column, headers_to_column};
+use crate::{Error, ErrorCode};
+
+/// The SQLite statements, verbatim.
+pub const SQLITE_SQL: &str = include_str!("../../schema/sqlite.sql");
+
+/// The PostgreSQL statements, verbatim.
+pub const POSTGRES_SQL: &str = include_str!("../../schema/postgres.sql");
+
+/// The records table, unqualified.
+pub const TABLE: &str = "intentkey_records";
+
+/// The placeholder a statement file writes for the records table.
+pub const TABLE_PLACEHOLDER: &str = "{table}";
+
+/// The record columns, in the order every `SELECT` returns them and
+/// [`decode_row`] reads them.
+pub const COLUMNS: [&str; 15] = [
+    "key",
+    "fingerprint",
+    "tenant_id",
+    "action_type",
+    "status",
+    "owner_token",
+    "response_status",
+    "response_content_type",
+    "response_headers",
+    "response_body",
+    "response_body_bytes",
+    "created_at",
+    "expires_at",
+    "lookups",
+    "next_lookup_at",
+];
+
+/// A SQL dialect with a statement file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// `schema/sqlite.sql`: numbered parameters `?1`, `?2`, ….
+    Sqlite,
+    /// `schema/postgres.sql`: parameters `$1`, `$2`, ….
+    Postgres,
+}
+
+impl Dialect {
+    /// Every dialect.
+    pub const ALL: [Dialect; 2] = [Dialect::Sqlite, Dialect::Postgres];
+
+    /// `sqlite` or `postgres`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+        }
+    }
+
+    /// The dialect's statement file.
+    pub fn source(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => SQLITE_SQL,
+            Dialect::Postgres => POSTGRES_SQL,
+        }
+    }
+}
+
+/// A statement, by what it does. Every dialect has the [`Kind::REQUIRED`]
+/// ones; the others are optional (a host checks [`Statements::get`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Insert-on-conflict ([`insert_params`]); one row changed or none.
+    Insert,
+    /// The insert and, when it lost, the record it lost to, in one round
+    /// trip ([`insert_params`]; one row, read by [`decode_claim`]). Optional.
+    Claim,
+    /// One record by key ([`get_params`]; zero or one row).
+    Get,
+    /// The fenced completion ([`complete_params`]).
+    Complete,
+    /// The fenced completion, committed without waiting for the disk
+    /// ([`complete_params`]). Optional.
+    CompleteFast,
+    /// The fenced recovery write ([`replace_params`]).
+    Replace,
+    /// The fenced release ([`release_params`]).
+    Release,
+    /// Records by status, oldest first ([`list_params`]).
+    List,
+    /// Deletes expired `done` records ([`purge_params`]); the count changed.
+    Purge,
+    /// The migration transaction's advisory lock (`$1`: the lock). Optional.
+    MigrationLock,
+    /// The highest applied migration (no parameters; one integer). Optional.
+    MigratedVersion,
+    /// Records an applied migration (`$1`: its version). Optional.
+    RecordMigration,
+}
+
+impl Kind {
+    /// Every statement kind.
+    pub const ALL: [Kind; 12] = [
+        Kind::Insert,
+        Kind::Claim,
+        Kind::Get,
+        Kind::Complete,
+        Kind::CompleteFast,
+        Kind::Replace,
+        Kind::Release,
+        Kind::List,
+        Kind::Purge,
+        Kind::MigrationLock,
+        Kind::MigratedVersion,
+        Kind::RecordMigration,
+    ];
+
+    /// What every dialect's file holds.
+    pub const REQUIRED: [Kind; 7] = [
+        Kind::Insert,
+        Kind::Get,
+        Kind::Complete,
+        Kind::Replace,
+        Kind::Release,
+        Kind::List,
+        Kind::Purge,
+    ];
+
+    /// Its name in the statement files and the WIT: `insert`, `claim`,
+    /// `get`, `complete`, `complete-fast`, `replace`, `release`, `list`,
+    /// `purge`, `migration-lock`, `migrated-version`, `record-migration`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Insert => "insert",
+            Kind::Claim => "claim",
+            Kind::Get => "get",
+            Kind::Complete => "complete",
+            Kind::CompleteFast => "complete-fast",
+            Kind::Replace => "replace",
+            Kind::Release => "release",
+            Kind::List => "list",
+            Kind::Purge => "purge",
+            Kind::MigrationLock => "migration-lock",
+            Kind::MigratedVersion => "migrated-version",
+            Kind::RecordMigration => "record-migration",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// What binds to each parameter, in order (`$1`, `$2`, … / `?1`, `?2`, …).
+    pub fn params(self) -> &'static [&'static str] {
+        match self {
+            Kind::Insert | Kind::Claim => &INSERT_PARAMS,
+            Kind::Get => &["key"],
+            Kind::Complete | Kind::CompleteFast => &COMPLETE_PARAMS,
+            Kind::Replace => &REPLACE_PARAMS,
+            Kind::Release => &["key", "owner_token"],
+            Kind::List => &["status", "limit"],
+            Kind::Purge => &["now"],
+            Kind::MigrationLock => &["migration_lock"],
+            Kind::MigratedVersion => &[],
+            Kind::RecordMigration => &["version"],
+        }
+    }
+}
+
+const INSERT_PARAMS: [&str; 14] = [
+    "key",
+    "fingerprint",
+    "tenant_id",
+    "action_type",
+    "status",
+    "owner_token",
+    "response_status",
+    "response_content_type",
+    "response_headers",
+    "response_body_bytes",
+    "created_at",
+    "expires_at",
+    "lookups",
+    "next_lookup_at",
+];
+
+const COMPLETE_PARAMS: [&str; 7] = [
+    "key",
+    "owner_token",
+    "response_status",
+    "response_content_type",
+    "response_headers",
+    "response_body_bytes",
+    "expires_at",
+];
+
+const REPLACE_PARAMS: [&str; 13] = [
+    "key",
+    "expected_token",
+    "expected_lookups",
+    "status",
+    "owner_token",
+    "response_status",
+    "response_content_type",
+    "response_headers",
+    "response_body_bytes",
+    "created_at",
+    "expires_at",
+    "lookups",
+    "next_lookup_at",
+];
+
+/// One parameter or column value, as every SQL driver has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// An integer (the executor binds it at the parameter's width).
+    Integer(i64),
+    /// Text.
+    Text(String),
+    /// Bytes (`BYTEA`, `BLOB`).
+    Bytes(Vec<u8>),
+}
+
+/// One statement, ready for a host to prepare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Statement {
+    /// What it does.
+    pub kind: Kind,
+    /// Its prepared-statement name: `ik-{kind}-{table hash}`, at most 63 bytes.
+    pub prepared_name: String,
+    /// Its text, with the table named.
+    pub text: String,
+    /// What binds to each parameter, in order ([`Kind::params`]).
+    pub params: &'static [&'static str],
+}
+
+/// A dialect's statements for one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Statements {
+    dialect: Dialect,
+    table: String,
+    list: Vec<Statement>,
+}
+
+impl Statements {
+    /// The dialect.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The table, as the statements name it.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Every statement of the dialect, in file order.
+    pub fn all(&self) -> &[Statement] {
+        &self.list
+    }
+
+    /// The statement of `kind`, when the dialect has one.
+    pub fn get(&self, kind: Kind) -> Option<&Statement> {
+        self.list.iter().find(|s| s.kind == kind)
+    }
+
+    /// The statement of `kind`.
+    ///
+    /// # Errors
+    /// `store-failed` when the dialect has none (never for [`Kind::REQUIRED`]).
+    pub fn statement(&self, kind: Kind) -> crate::Result<&Statement> {
+        self.get(kind).ok_or_else(|| {
+            Error::field(
+                ErrorCode::StoreFailed,
+                "statement",
+                format!(
+                    "the {} statements have no {} statement",
+                    self.dialect.as_str(),
+                    kind.as_str()
+                ),
+            )
+        })
+    }
+
+    /// The text of a [`Kind::REQUIRED`] statement (empty for an optional one
+    /// the dialect lacks: use [`Statements::get`] for those).
+    pub fn text(&self, kind: Kind) -> &str {
+        self.get(kind).map_or("", |s| s.text.as_str())
+    }
+}
+
+/// `name` as a quoted identifier: `"name"`, with `"` doubled.
+///
+/// # Errors
+/// `invalid-argument` naming `schema` when it is empty or holds a NUL.
+pub fn quote_identifier(name: &str) -> crate::Result<String> {
+    if name.is_empty() || name.contains('\0') {
+        return Err(Error::field(
+            ErrorCode::InvalidArgument,
+            "schema",
+            "a schema name must be non-empty, without NUL characters",
+        ));
+    }
+    Ok(format!("\"{}\"", name.replace('"', "\"\"")))
+}
+
+/// The records table as the statements name it: `intentkey_records`, or
+/// `"schema".intentkey_records`.
+///
+/// # Errors
+/// `invalid-argument` for an empty schema name ([`quote_identifier`]).
+pub fn qualified_table(schema: Option<&str>) -> crate::Result<String> {
+    match schema {
+        None => Ok(TABLE.to_owned()),
+        Some(s) => Ok(format!("{}.{TABLE}", quote_identifier(s)?)),
+    }
+}
+
+/// The prepared-statement name of `kind` on `table` (the qualified name):
+/// short and unique per statement and table.
+pub fn prepared_name(kind: Kind, table: &str) -> String {
+    let digest = Sha256::digest(table.as_bytes());
+    format!("ik-{}-{}", kind.as_str(), crate::key::to_hex(&digest[..6]))
+}
+
+/// The named sections of a statement file, with the statements' text
+/// (comments dropped, the trailing `;` removed).
+fn sections(source: &str) -> Vec<(&str, String)> {
+    let mut out: Vec<(&str, String)> = Vec::new();
+    for line in source.lines() {
+        let trimmed = line.trim();
+        if let Some(name) = trimmed.strip_prefix("-- statement ") {
+            out.push((name.trim(), String::new()));
+            continue;
+        }
+        if trimmed.starts_with("--") || trimmed.is_empty() {
+            continue;
+        }
+        if let Some((_, text)) = out.last_mut() {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(line.trim_end());
+        }
+    }
+    for (_, text) in &mut out {
+        if let Some(stripped) = text.strip_suffix(';') {
+            *text = stripped.to_owned();
+        }
+    }
+    out
+}
+
+/// The statements of `dialect` for the records table in `schema` (none:
+/// the unqualified table).
+///
+/// # Errors
+/// `invalid-argument` for an empty schema name; `store-failed` when the
+/// statement file is malformed (a bug the core's tests catch).
+pub fn statements(dialect: Dialect, schema: Option<&str>) -> crate::Result<Statements> {
+    let table = qualified_table(schema)?;
+    let malformed = |what: String| {
+        Error::field(
+            ErrorCode::StoreFailed,
+            "statement",
+            format!("the {} statement file: {what}", dialect.as_str()),
+        )
+    };
+    let mut list: Vec<Statement> = Vec::new();
+    for (name, text) in sections(dialect.source()) {
+        let kind =
+            Kind::parse(name).ok_or_else(|| malformed(format!("unknown statement {name:?}")))?;
+        if list.iter().any(|s| s.kind == kind) {
+            return Err(malformed(format!("{name} twice")));
+        }
+        if text.is_empty() || text.contains(';') {
+            return Err(malformed(format!("{name} is not one statement")));
+        }
+        list.push(Statement {
+            kind,
+            prepared_name: prepared_name(kind, &table),
+            text: text.replace(TABLE_PLACEHOLDER, &table),
+            params: kind.params(),
+        });
+    }
+    let statements = Statements {
+        dialect,
+        table,
+        list,
+    };
+    if let Some(missing) = Kind::REQUIRED
+        .into_iter()
+        .find(|k| statements.get(*k).is_none())
+    {
+        return Err(malformed(format!("no {} statement", missing.as_str())));
+    }
+    Ok(statements)
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_owned())
+}
+
+fn optional_integer(v: Option<i64>) -> Value {
+    v.map_or(Value::Null, Value::Integer)
+}
+
+fn optional_text(v: Option<String>) -> Value {
+    v.map_or(Value::Null, Value::Text)
+}
+
+/// The response columns: status, content type, headers, body bytes.
+fn response_values(response: Option<&Response>) -> [Value; 4] {
+    match response {
+        None => [Value::Null, Value::Null, Value::Null, Value::Null],
+        Some(r) => [
+            Value::Integer(i64::from(r.status)),
+            text(&r.content_type),
+            optional_text(headers_to_column(&r.headers)),
+            Value::Bytes(r.body.clone()),
+        ],
+    }
+}
+
+/// The parameters of [`Kind::Insert`] and [`Kind::Claim`].
+pub fn insert_params(r: &Record) -> Vec<Value> {
+    let [status, content_type, headers, body] = response_values(r.response.as_ref());
+    vec![
+        text(&r.key),
+        text(&r.fingerprint),
+        text(&r.tenant_id),
+        text(&r.action_type),
+        text(r.status.as_str()),
+        text(&r.owner_token),
+        status,
+        content_type,
+        headers,
+        body,
+        Value::Integer(r.created_at),
+        optional_integer(r.expires_at),
+        Value::Integer(i64::from(r.lookups)),
+        optional_integer(r.next_lookup_at),
+    ]
+}
+
+/// The parameters of [`Kind::Get`].
+pub fn get_params(key: &str) -> Vec<Value> {
+    vec![text(key)]
+}
+
+/// The parameters of [`Kind::Complete`] and [`Kind::CompleteFast`].
+pub fn complete_params(c: &Completion) -> Vec<Value> {
+    let [status, content_type, headers, body] = response_values(Some(&c.response));
+    vec![
+        text(&c.key),
+        text(&c.owner_token),
+        status,
+        content_type,
+        headers,
+        body,
+        Value::Integer(c.expires_at),
+    ]
+}
+
+/// The parameters of [`Kind::Replace`].
+pub fn replace_params(r: &Replacement) -> Vec<Value> {
+    let x = &r.record;
+    let [status, content_type, headers, body] = response_values(x.response.as_ref());
+    vec![
+        text(&x.key),
+        text(&r.expected_token),
+        Value::Integer(i64::from(r.expected_lookups)),
+        text(x.status.as_str()),
+        text(&x.owner_token),
+        status,
+        content_type,
+        headers,
+        body,
+        Value::Integer(x.created_at),
+        optional_integer(x.expires_at),
+        Value::Integer(i64::from(x.lookups)),
+        optional_integer(x.next_lookup_at),
+    ]
+}
+
+/// The parameters of [`Kind::Release`].
+pub fn release_params(r: &Release) -> Vec<Value> {
+    vec![text(&r.key), text(&r.owner_token)]
+}
+
+/// The parameters of [`Kind::List`]: one status (every status when `None`)
+/// and the most rows.
+pub fn list_params(status: Option<Status>, limit: u64) -> Vec<Value> {
+    vec![
+        status.map_or(Value::Null, |s| text(s.as_str())),
+        Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)),
+    ]
+}
+
+/// The parameters of [`Kind::Purge`].
+pub fn purge_params(now: i64) -> Vec<Value> {
+    vec![Value::Integer(now)]
+}
+
+fn bad_row(key: &str, column: &str, what: &str) -> Error {
+    Error::field(
+        ErrorCode::StoreFailed,
+        column,
+        format!("record {key}: {what}; the row was written by something other than intentkey"),
+    )
+}
+
+/// Reads the typed columns of a row in [`COLUMNS`] order.
+struct Columns<'a> {
+    values: &'a [Value],
+    key: String,
+}
+
+impl Columns<'_> {
+    fn at(&self, i: usize) -> &Value {
+        self.values.get(i).unwrap_or(&Value::Null)
+    }
+
+    fn text(&self, i: usize) -> crate::Result<String> {
+        match self.at(i) {
+            Value::Text(s) => Ok(s.clone()),
+            other => Err(self.wrong(i, "text", other)),
+        }
+    }
+
+    fn optional_text(&self, i: usize) -> crate::Result<Option<String>> {
+        match self.at(i) {
+            Value::Null => Ok(None),
+            Value::Text(s) => Ok(Some(s.clone())),
+            other => Err(self.wrong(i, "text or NULL", other)),
+        }
+    }
+
+    fn integer(&self, i: usize) -> crate::Result<i64> {
+        match self.at(i) {
+            Value::Integer(n) => Ok(*n),
+            other => Err(self.wrong(i, "an integer", other)),
+        }
+    }
+
+    fn optional_integer(&self, i: usize) -> crate::Result<Option<i64>> {
+        match self.at(i) {
+            Value::Null => Ok(None),
+            Value::Integer(n) => Ok(Some(*n)),
+            other => Err(self.wrong(i, "an integer or NULL", other)),
+        }
+    }
+
+    fn optional_bytes(&self, i: usize) -> crate::Result<Option<Vec<u8>>> {
+        match self.at(i) {
+            Value::Null => Ok(None),
+            Value::Bytes(b) => Ok(Some(b.clone())),
+            other => Err(self.wrong(i, "bytes or NULL", other)),
+        }
+    }
+
+    fn wrong(&self, i: usize, expected: &str, got: &Value) -> Error {
+        let got = match got {
+            Value::Null => "NULL",
+            Value::Integer(_) => "an integer",
+            Value::Text(_) => "text",
+            Value::Bytes(_) => "bytes",
+        };
+        let column = COLUMNS.get(i).copied().unwrap_or("column");
+        bad_row(
+            &self.key,
+            column,
+            &format!("{column} is {got}, not {expected}"),
+        )
+    }
+}
+
+/// A row of [`COLUMNS`] (from [`Kind::Get`] or [`Kind::List`]) as a record.
+/// A record written before schema version 3 keeps its body as text in
+/// `response_body`, read when `response_body_bytes` is NULL.
+///
+/// # Errors
+/// `store-failed`, naming the column, for a row this build cannot read.
+pub fn decode_row(row: &[Value]) -> crate::Result<Record> {
+    let key = match row.first() {
+        Some(Value::Text(k)) => k.clone(),
+        _ => String::from("?"),
+    };
+    if row.len() != COLUMNS.len() {
+        return Err(bad_row(
+            &key,
+            "row",
+            &format!("the row has {} columns, not {}", row.len(), COLUMNS.len()),
+        ));
+    }
+    let c = Columns { values: row, key };
+    let key = c.text(0)?;
+    let status_text = c.text(4)?;
+    let status = Status::parse(&status_text).ok_or_else(|| {
+        bad_row(
+            &key,
+            "status",
+            &format!("it has an unknown status {status_text:?}"),
+        )
+    })?;
+    let response = match c.optional_integer(6)? {
+        None => None,
+        Some(code) => Some(Response {
+            status: u16::try_from(code).map_err(|_| {
+                bad_row(
+                    &key,
+                    "response_status",
+                    &format!("it has response status {code}"),
+                )
+            })?,
+            content_type: c.optional_text(7)?.unwrap_or_default(),
+            headers: headers_from_column(c.optional_text(8)?.as_deref())
+                .map_err(|e| bad_row(&key, "response_headers", e.message()))?,
+            body: match c.optional_bytes(10)? {
+                Some(bytes) => bytes,
+                None => c.optional_text(9)?.unwrap_or_default().into_bytes(),
+            },
+        }),
+    };
+    let lookups = c.integer(13)?;
+    Ok(Record {
+        fingerprint: c.text(1)?,
+        tenant_id: c.text(2)?,
+        action_type: c.text(3)?,
+        status,
+        owner_token: c.text(5)?,
+        response,
+        created_at: c.integer(11)?,
+        expires_at: c.optional_integer(12)?,
+        lookups: u32::try_from(lookups).unwrap_or(if lookups < 0 { 0 } else { u32::MAX }),
+        next_lookup_at: c.optional_integer(14)?,
+        key,
+    })
+}
+
+/// What [`Kind::Claim`] answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claimed {
+    /// The insert won: the attempt owns the key.
+    Won,
+    /// The insert lost to a record the statement could not see (it
+    /// committed after the statement began): read it with [`Kind::Get`].
+    Lost,
+    /// The insert lost to this record.
+    Existing(Box<Record>),
+}
+
+/// The row of [`Kind::Claim`]: `inserted` (1 or 0), then [`COLUMNS`].
+///
+/// # Errors
+/// `store-failed` for a row this build cannot read.
+pub fn decode_claim(row: &[Value]) -> crate::Result<Claimed> {
+    match row.first() {
+        Some(Value::Integer(1)) => Ok(Claimed::Won),
+        Some(Value::Integer(0)) => match row.get(1) {
+            Some(Value::Null) => Ok(Claimed::Lost),
+            _ => decode_row(&row[1..]).map(|r| Claimed::Existing(Box::new(r))),
+        },
+        _ => Err(bad_row(
+            "?",
+            "inserted",
+            "the claim row does not start with inserted (1 or 0)",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::Attempt;
+
+    fn record() -> Record {
+        let attempt = Attempt {
+            key: "k".into(),
+            fingerprint: "fp".into(),
+            tenant_id: "t".into(),
+            action_type: "a".into(),
+            prior: None,
+        };
+        Record::in_flight(&attempt, &"0f".repeat(16), 7)
+    }
+
+    /// The row a database would return for `r` (what the statements write).
+    fn row_of(r: &Record) -> Vec<Value> {
+        let p = insert_params(r);
+        let mut row = p[..9].to_vec();
+        row.push(Value::Null);
+        row.extend_from_slice(&p[9..]);
+        row
+    }
+
+    #[test]
+    fn every_dialect_has_every_required_statement_with_its_parameters() {
+        for dialect in Dialect::ALL {
+            let s = statements(dialect, None).unwrap();
+            for kind in Kind::REQUIRED {
+                assert!(s.get(kind).is_some(), "{dialect:?} {kind:?}");
+            }
+            for st in s.all() {
+                let mark = if dialect == Dialect::Postgres {
+                    '$'
+                } else {
+                    '?'
+                };
+                let n = st.params.len();
+                for i in 1..=n {
+                    assert!(
+                        st.text.contains(&format!("{mark}{i}")),
+                        "{dialect:?} {:?} lacks {mark}{i}",
+                        st.kind
+                    );
+                }
+                assert!(
+                    !st.text.contains(&format!("{mark}{}", n + 1)),
+                    "{dialect:?} {:?} has more than {n} parameters",
+                    st.kind
+                );
+                assert!(!st.text.contains(TABLE_PLACEHOLDER));
+                assert!(!st.text.contains("--"), "{:?}", st.kind);
+            }
+        }
+        let pg = statements(Dialect::Postgres, None).unwrap();
+        for kind in Kind::ALL {
+            assert!(pg.get(kind).is_some(), "postgres {kind:?}");
+        }
+    }
+
+    #[test]
+    fn parameter_lists_match_the_declared_order() {
+        let mut r = record();
+        r.complete(Response::json(201, "{}"), 8, 60);
+        assert_eq!(insert_params(&r).len(), Kind::Insert.params().len());
+        let c = Completion {
+            key: "k".into(),
+            owner_token: "t".into(),
+            response: Response::json(200, "{}"),
+            expires_at: 9,
+            fast: false,
+        };
+        assert_eq!(complete_params(&c).len(), Kind::Complete.params().len());
+        let x = Replacement {
+            record: r.clone(),
+            expected_token: "t".into(),
+            expected_lookups: 2,
+        };
+        let p = replace_params(&x);
+        assert_eq!(p.len(), Kind::Replace.params().len());
+        assert_eq!(p[2], Value::Integer(2));
+        assert_eq!(list_params(None, 5), vec![Value::Null, Value::Integer(5)]);
+    }
+
+    #[test]
+    fn rows_round_trip_and_legacy_text_bodies_are_read() {
+        let mut r = record();
+        assert_eq!(decode_row(&row_of(&r)), Ok(r.clone()));
+        r.complete(
+            Response::new(200, "application/pdf", vec![0, 255]).with_header("Location", "/x"),
+            8,
+            60,
+        );
+        assert_eq!(decode_row(&row_of(&r)), Ok(r.clone()));
+        let mut legacy = row_of(&r);
+        legacy[9] = Value::Text("old".into());
+        legacy[10] = Value::Null;
+        let old = decode_row(&legacy).unwrap();
+        assert_eq!(old.response.unwrap().body, b"old");
+        let mut claim = vec![Value::Integer(0)];
+        claim.extend(row_of(&r));
+        assert_eq!(decode_claim(&claim), Ok(Claimed::Existing(Box::new(r))));
+        let mut lost = vec![Value::Integer(0)];
+        lost.extend(std::iter::repeat_n(Value::Null, 15));
+        assert_eq!(decode_claim(&lost), Ok(Claimed::Lost));
+        lost[0] = Value::Integer(1);
+        assert_eq!(decode_claim(&lost), Ok(Claimed::Won));
+    }
+
+    #[test]
+    fn malformed_rows_are_store_failed_naming_the_column() {
+        let r = record();
+        let mut bad = row_of(&r);
+        bad[4] = Value::Text("gone".into());
+        let e = decode_row(&bad).unwrap_err();
+        assert_eq!(e.code().as_str(), "store-failed");
+        assert!(e.message().contains("unknown status"), "{}", e.message());
+        let mut bad = row_of(&r);
+        bad[11] = Value::Text("x".into());
+        assert!(decode_row(&bad)
+            .unwrap_err()
+            .message()
+            .contains("created_at"));
+        assert!(decode_row(&row_of(&r)[..3]).is_err());
+        let mut bad = row_of(&r);
+        bad[6] = Value::Integer(70_000);
+        assert!(decode_row(&bad).is_err());
+    }
+
+    #[test]
+    fn tables_are_quoted_and_names_are_short_and_distinct() {
+        let long = "s".repeat(70);
+        let a = statements(Dialect::Postgres, Some(&format!("{long}_a"))).unwrap();
+        let b = statements(Dialect::Postgres, Some(&format!("{long}_b"))).unwrap();
+        let plain = statements(Dialect::Postgres, None).unwrap();
+        for kind in Kind::ALL {
+            let names = [a.get(kind), b.get(kind), plain.get(kind)]
+                .map(|s| s.unwrap().prepared_name.clone());
+            assert!(names.iter().all(|n| n.len() <= 63), "{names:?}");
+            assert_ne!(names[0], names[1]);
+            assert_ne!(names[0], names[2]);
+        }
+        let q = statements(Dialect::Sqlite, Some("we\"ird")).unwrap();
+        assert_eq!(q.table(), "\"we\"\"ird\".intentkey_records");
+        assert!(q
+            .text(Kind::Get)
+            .contains("FROM \"we\"\"ird\".intentkey_records WHERE"));
+        for bad in ["", "a\0b"] {
+            let e = statements(Dialect::Postgres, Some(bad)).unwrap_err();
+            assert_eq!(e.code().as_str(), "invalid-argument");
+        }
+    }
+}
