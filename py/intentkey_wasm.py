@@ -827,6 +827,7 @@ def _options_dict(rec: Any) -> dict:
         "replay_headers": list(_get(rec, "replay_headers")),
         "key_required": _get(rec, "key_required"),
         "max_body_bytes": _get(rec, "max_body_bytes"),
+        "max_stored_bytes": _get(rec, "max_stored_bytes"),
     }
 
 

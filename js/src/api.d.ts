@@ -347,6 +347,8 @@ export interface EndpointSettings {
   keyRequired?: boolean;
   /** The largest body admitted, in bytes (default 1 MiB); a larger one gets 413. */
   maxBodyBytes?: number | bigint;
+  /** The largest answer body kept for replays, in bytes (default 1 MiB); past it the core stores "answer not kept". */
+  maxStoredBytes?: number | bigint;
   /** Route policies by `METHOD route` (e.g. 'POST /orders'): objects or JSON text. */
   policies?: Record<string, object | string> | Map<string, object | string>;
 }

@@ -56,6 +56,7 @@ export const ENDPOINT_OPTIONS = Object.freeze([
   'replayHeaders',
   'keyRequired',
   'maxBodyBytes',
+  'maxStoredBytes',
   'policies',
 ]);
 
@@ -218,6 +219,7 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
    *   replayHeaders?: string[],
    *   keyRequired?: boolean,
    *   maxBodyBytes?: number | bigint,
+   *   maxStoredBytes?: number | bigint,
    *   policies?: Record<string, object | string> | Map<string, object | string>,
    * }} options
    */
@@ -239,6 +241,7 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       replayHeaders: [...base.replayHeaders, ...headerNames(options.replayHeaders, 'replayHeaders')],
       keyRequired: boolOption(options.keyRequired, base.keyRequired, 'keyRequired'),
       maxBodyBytes: u64Option(options.maxBodyBytes, base.maxBodyBytes, 'maxBodyBytes'),
+      maxStoredBytes: u64Option(options.maxStoredBytes, base.maxStoredBytes, 'maxStoredBytes'),
     };
     const policies = policiesIn(options.policies);
     let resource;
@@ -284,6 +287,15 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
         const t = timeIn(now);
         const r = use();
         return admissionOut(callOn(inst, () => r.admit(req, t)));
+      },
+      /**
+       * What is stored of a handler's answer (the core's rule): status,
+       * Content-Type, the headers a replay restores, body; past maxStoredBytes,
+       * the core's "answer not kept" in its place.
+       */
+      capture(status, headers, body) {
+        const r = use();
+        return callOn(inst, () => r.capture(status, headers, body));
       },
       /** The answer to a claim outcome; null when the attempt owns the effect. */
       answer(outcome, now) {

@@ -3,7 +3,7 @@
 use crate::bindings::exports::intentkey::core::http::{self as wit, GuestEndpoint};
 use crate::bindings::intentkey::core::secrets;
 use crate::bindings::intentkey::core::types as t;
-use crate::convert::{attempt_out, class_out, outcome_in, wit_error};
+use crate::convert::{attempt_out, class_out, outcome_in, response_out, wit_error};
 use crate::Component;
 use intentkey::http as core;
 use intentkey::{Policy, Secret};
@@ -35,6 +35,7 @@ fn options_in(o: wit::Options) -> core::Options {
         replay_headers: o.replay_headers,
         key_required: o.key_required,
         max_body_bytes: o.max_body_bytes,
+        max_stored_bytes: o.max_stored_bytes,
     }
 }
 
@@ -78,6 +79,7 @@ impl wit::Guest for Component {
             replay_headers: o.replay_headers,
             key_required: o.key_required,
             max_body_bytes: o.max_body_bytes,
+            max_stored_bytes: o.max_stored_bytes,
         }
     }
 
@@ -145,6 +147,10 @@ impl GuestEndpoint for Endpoint {
 
     fn answer(&self, outcome: t::ClaimOutcome, now: i64) -> Option<wit::Reply> {
         self.0.answer(&outcome_in(outcome), now).map(reply_out)
+    }
+
+    fn capture(&self, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> t::Response {
+        response_out(self.0.options().capture(status, &headers, &body))
     }
 
     fn too_large(&self, now: i64) -> wit::Reply {

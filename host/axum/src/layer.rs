@@ -471,19 +471,19 @@ fn new_token() -> Result<String, String> {
 /// What is stored of the handler's answer: its status, `Content-Type`, the
 /// headers a replay restores (the core's allow-list) and the body.
 fn stored_response(endpoint: &Endpoint, head: &http::response::Parts, body: &[u8]) -> Stored {
-    let options = endpoint.options();
-    let content_type = head
+    let headers: Vec<(String, String)> = head
         .headers
-        .get(CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .unwrap_or_default();
-    let mut stored = Stored::new(head.status.as_u16(), content_type, body.to_vec());
-    for (name, value) in &head.headers {
-        if name != CONTENT_TYPE && options.replays_header(name.as_str()) {
-            stored = stored.with_header(name.as_str(), String::from_utf8_lossy(value.as_bytes()));
-        }
-    }
-    stored
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    endpoint
+        .options()
+        .capture(head.status.as_u16(), &headers, body)
 }
 
 /// Finishes an owned record by its outcome class; a store failure is

@@ -96,6 +96,7 @@ fn options_out(o: &Options) -> wit::Options {
         replay_headers: o.replay_headers.clone(),
         key_required: o.key_required,
         max_body_bytes: o.max_body_bytes,
+        max_stored_bytes: o.max_stored_bytes,
     }
 }
 
@@ -107,6 +108,7 @@ fn options_in(o: wit::Options) -> Options {
         replay_headers: o.replay_headers,
         key_required: o.key_required,
         max_body_bytes: o.max_body_bytes,
+        max_stored_bytes: o.max_stored_bytes,
     }
 }
 

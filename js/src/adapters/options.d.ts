@@ -41,6 +41,8 @@ export interface IdempotencySettings<Req extends unknown[]> {
   keyRequired?: boolean;
   /** The largest body read, in bytes (default 1 MiB): past it, reading stops and the client gets 413. */
   maxBodyBytes?: number;
+  /** The largest answer body kept for replays, in bytes (default 1 MiB): a larger answer is sent once and stored as "answer not kept" (the status kept, a problem body, `Idempotent-Answer-Kept: false`); the request never runs again. */
+  maxStoredBytes?: number;
   /** Stored headers a replay restores, besides Location and Content-Type. */
   replayHeaders?: string[];
   /** Answered statuses that release the claim (a retry runs the handler again); default [429, 503]. */

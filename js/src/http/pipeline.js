@@ -78,11 +78,6 @@ export function headerPairs(entries) {
   return pairs;
 }
 
-/** The first value of a header, matched case-insensitively, or undefined. */
-function header(pairs, lower) {
-  for (const [name, value] of pairs) if (name.toLowerCase() === lower) return value;
-  return undefined;
-}
 
 /**
  * Makes `createPipeline` over one API (the Node entry's or a pure one's).
@@ -123,6 +118,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       replayHeaders: options.replayHeaders,
       keyRequired: options.keyRequired,
       maxBodyBytes: options.maxBodyBytes,
+      maxStoredBytes: options.maxStoredBytes,
       policies: options.policies,
     });
     let guard;
@@ -214,31 +210,6 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       return { tag: 'owned', ticket: ticketFor(attempt, ownerToken) };
     }
 
-    // Which of a response's headers a replay restores is the core's allow-list
-    // (Location, Content-Type, replayHeaders; never hop-by-hop ones). It depends
-    // only on the header names, so the core is asked once per set of names (a
-    // replay of placeholders) and its answer kept: handlers send the same few
-    // sets again and again.
-    const keptByNames = new Map();
-    const KEPT_SETS = 256;
-
-    /** The headers of a captured response worth storing: the ones the core's replay restores. */
-    function storedHeaders(status, pairs) {
-      const others = pairs.filter(([name]) => name.toLowerCase() !== 'content-type');
-      if (others.length === 0) return others;
-      const names = others.map(([name]) => name.toLowerCase()).join('\n');
-      let kept = keptByNames.get(names);
-      if (kept === undefined) {
-        const placeholders = others.map(([name], i) => [name, String(i)]);
-        const replay = endpoint.answer({ tag: 'done', val: { status, contentType: '', headers: placeholders, body: EMPTY } }, 0);
-        // The replay's last header is its marker (Idempotent-Replayed); the others are the kept ones, in order.
-        kept = new Set(replay.headers.slice(0, -1).map(([, i]) => Number(i)));
-        if (keptByNames.size >= KEPT_SETS) keptByNames.clear();
-        keptByNames.set(names, kept);
-      }
-      return others.filter((_, i) => kept.has(i));
-    }
-
     /**
      * admit and claim in one: { tag: 'reply', reply } (refused, a replay, 409,
      * the payload conflict, or 503 when the store cannot be reached),
@@ -274,13 +245,12 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
        */
       function effectOf(captured, released = false) {
         try {
-          const headers = headerPairs(captured.headers);
-          const response = {
-            status: captured.status,
-            contentType: header(headers, 'content-type') ?? '',
-            headers: storedHeaders(captured.status, headers),
-            body: bytesIn(captured.body ?? EMPTY, 'the response body'),
-          };
+          // What is stored is the core's rule (allow-listed headers, the cap on stored answers).
+          const response = endpoint.capture(
+            captured.status,
+            headerPairs(captured.headers),
+            bytesIn(captured.body ?? EMPTY, 'the response body'),
+          );
           return released ? { tag: 'refused', val: response } : { tag: 'answered', val: response };
         } catch (e) {
           report(e, { phase: 'capture', key: attempt.key });

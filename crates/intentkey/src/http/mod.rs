@@ -126,9 +126,10 @@ pub use fingerprint::{
 };
 pub use header::{ClientKey, KeyError, KeyErrorReason};
 pub use profile::{
-    Options, Profile, DEFAULT_MAX_BODY_BYTES, DEFAULT_REPLAY_HEADERS, DEFAULT_RETRY_AFTER_SECONDS,
+    Options, Profile, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STORED_BYTES, DEFAULT_REPLAY_HEADERS,
+    DEFAULT_RETRY_AFTER_SECONDS,
 };
-pub use reply::{Reply, PROBLEM_TYPE_BASE, REPLAYED_HEADER};
+pub use reply::{Reply, ANSWER_KEPT_HEADER, PROBLEM_TYPE_BASE, REPLAYED_HEADER};
 pub use storage_key::{storage_key, storage_key_material, CLIENT_KEY_LABEL};
 
 use hmac::{Hmac, Mac};

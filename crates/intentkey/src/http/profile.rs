@@ -78,6 +78,9 @@ impl std::fmt::Display for Profile {
 /// seconds, by default.
 pub const DEFAULT_RETRY_AFTER_SECONDS: u32 = 1;
 
+/// The default [`Options::max_stored_bytes`]: 1 MiB.
+pub const DEFAULT_MAX_STORED_BYTES: u64 = 1 << 20;
+
 /// The default [`Options::max_body_bytes`]: 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 
@@ -123,6 +126,11 @@ pub struct Options {
     /// The largest body fingerprinted, in bytes ([`DEFAULT_MAX_BODY_BYTES`]);
     /// a larger one is answered 413 and runs nothing.
     pub max_body_bytes: u64,
+    /// The largest answer body kept for replays, in bytes
+    /// ([`DEFAULT_MAX_STORED_BYTES`]). A larger answer is sent once and not
+    /// kept: the record stores [`Options::capture`]'s "answer not kept"
+    /// instead, and the request is never run again for that key.
+    pub max_stored_bytes: u64,
 }
 
 impl Options {
@@ -135,6 +143,7 @@ impl Options {
             replay_headers: DEFAULT_REPLAY_HEADERS.map(String::from).to_vec(),
             key_required: true,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_stored_bytes: DEFAULT_MAX_STORED_BYTES,
         }
     }
 }

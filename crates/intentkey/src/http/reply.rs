@@ -15,6 +15,10 @@ pub const PROBLEM_TYPE_BASE: &str = "https://intentkey.dev/problems/";
 /// The header a replay carries, with the value `true`.
 pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 
+/// The header of an answer that was too large to keep ([`Options::capture`]),
+/// with the value `false`; always replayed.
+pub const ANSWER_KEPT_HEADER: &str = "Idempotent-Answer-Kept";
+
 /// Headers a replay never restores, whatever the allow-list says: they
 /// describe one connection or one encoding of the body, not the response.
 const NEVER_REPLAYED: [&str; 9] = [
@@ -125,6 +129,77 @@ impl Options {
         }
     }
 
+    /// What is stored of a handler's answer: its status, its `Content-Type`
+    /// (the first one), the headers a replay restores
+    /// ([`Options::replays_header`], in order) and its body bytes. Every
+    /// host captures through this one rule.
+    ///
+    /// An answer whose body is larger than [`Options::max_stored_bytes`] is
+    /// not kept: the stored response keeps the status and says so instead
+    /// (`application/problem+json`, type `answer-not-kept`, header
+    /// `Idempotent-Answer-Kept: false`), so a retry learns that the request
+    /// ran and that its answer cannot be replayed; it is never run again.
+    ///
+    /// ```
+    /// use intentkey::http::Options;
+    ///
+    /// let mut options = Options::default();
+    /// let headers = [("Location".to_owned(), "/orders/1".to_owned()), ("Set-Cookie".to_owned(), "s=1".to_owned()), ("content-type".to_owned(), "application/json".to_owned())];
+    /// let kept = options.capture(201, &headers, br#"{"id":1}"#);
+    /// assert_eq!((kept.status, kept.content_type.as_str()), (201, "application/json"));
+    /// assert_eq!(kept.headers, [("Location".to_owned(), "/orders/1".to_owned())]);
+    ///
+    /// options.max_stored_bytes = 4;
+    /// let dropped = options.capture(201, &headers, br#"{"id":1}"#);
+    /// assert_eq!(dropped.status, 201);
+    /// assert_eq!(dropped.content_type, "application/problem+json");
+    /// assert!(std::str::from_utf8(&dropped.body).unwrap().contains("answer-not-kept"));
+    /// ```
+    pub fn capture(&self, status: u16, headers: &[(String, String)], body: &[u8]) -> Response {
+        let content_type = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("Content-Type"))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        if body.len() as u64 > self.max_stored_bytes {
+            return self.not_kept(status, body.len());
+        }
+        let kept = headers
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("Content-Type") && self.replays_header(n))
+            .cloned()
+            .collect();
+        Response {
+            status,
+            content_type,
+            headers: kept,
+            body: body.to_vec(),
+        }
+    }
+
+    fn not_kept(&self, status: u16, len: usize) -> Response {
+        let mut body = Vec::with_capacity(320);
+        body.extend_from_slice(b"{\"type\":");
+        write_str(&mut body, &format!("{PROBLEM_TYPE_BASE}answer-not-kept"));
+        body.extend_from_slice(b",\"title\":\"Answer not kept\",\"status\":");
+        body.extend_from_slice(status.to_string().as_bytes());
+        body.extend_from_slice(b",\"detail\":");
+        write_str(
+            &mut body,
+            &format!(
+                "the request with this key ran once; its answer ({len} bytes) was larger than the {} bytes kept for replays, so it cannot be replayed. It is not run again",
+                self.max_stored_bytes
+            ),
+        );
+        body.push(b'}');
+        Response {
+            status,
+            content_type: "application/problem+json".to_owned(),
+            headers: vec![(ANSWER_KEPT_HEADER.to_owned(), "false".to_owned())],
+            body,
+        }
+    }
+
     /// The profile's answer to a run ([`crate::claim::RunFlow`]): the
     /// effect's own response when it ran and gave one (not a replay); 503
     /// with `Retry-After` when it refused without one (nothing happened:
@@ -184,9 +259,11 @@ impl Options {
     /// assert!(!options.replays_header("Set-Cookie"));
     /// ```
     pub fn replays_header(&self, name: &str) -> bool {
-        self.replay_headers
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case(name))
+        (name.eq_ignore_ascii_case(ANSWER_KEPT_HEADER)
+            || self
+                .replay_headers
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name)))
             && !NEVER_REPLAYED.iter().any(|h| h.eq_ignore_ascii_case(name))
     }
 
