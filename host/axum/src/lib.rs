@@ -45,12 +45,12 @@
 
 mod layer;
 
-pub use layer::{Idempotency, IdempotencyLayer, IdempotencyService, Phase};
 #[cfg(feature = "postgres")]
 pub use intentkey_store::tokio::PgStore;
 pub use intentkey_store::tokio::{
-    drive, memory, AsyncGateway, AsyncStore, Blocking, Inline, Inserted, Recoverer,
-    RecoveryReport, Reexecute, StoreFuture,
+    drive, memory, AsyncGateway, AsyncStore, Blocking, Inline, Inserted, Recoverer, RecoveryReport,
+    Reexecute, StoreFuture,
 };
+pub use layer::{Idempotency, IdempotencyLayer, IdempotencyService, Phase};
 
 pub use intentkey_store::StoreError;

@@ -40,11 +40,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::{MemoryStore, Store, StoreError};
 use intentkey::claim::{
     Completion, EffectResult, Flow, Lookup, Op, OpResult, Record, Release, Replacement, RunFlow,
     RunOutcome, Status, Step,
 };
-use crate::{MemoryStore, Store, StoreError};
 
 pub use self::guard::AsyncGuard;
 #[cfg(feature = "postgres")]
@@ -224,9 +224,8 @@ async fn perform(
 }
 
 /// An effect a run flow runs: what it reported and when it ended.
-pub type RunEffect<'a> = dyn FnMut(String) -> Pin<Box<dyn Future<Output = (EffectResult, i64)> + Send + 'a>>
-    + Send
-    + 'a;
+pub type RunEffect<'a> =
+    dyn FnMut(String) -> Pin<Box<dyn Future<Output = (EffectResult, i64)> + Send + 'a>> + Send + 'a;
 
 /// Runs the core's run flow to its end over an async store: every store
 /// operation awaited here, the destination asked through `gateway`, the

@@ -7,13 +7,13 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::pg_sql::{bind, error, read_claim, read_row, refs, text};
+use crate::{PostgresStore, StoreError};
 use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
 use intentkey::claim::sql::{self, Claimed, Kind, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
-use crate::pg_sql::{bind, error, read_claim, read_row, refs, text};
-use crate::{PostgresStore, StoreError};
 use tokio_postgres::{Config, NoTls};
 
 use super::{AsyncStore, Inserted, StoreFuture};

@@ -9,11 +9,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::tokio::task::JoinHandle;
 use intentkey::claim::{
     Attempt, DueFlow, EffectResult, Finished, Recovered, RecoveryRules, Rules, RunFlow, RunKind,
     RunSpec, DEFAULT_STALE_AFTER_SECONDS,
 };
-use ::tokio::task::JoinHandle;
 
 use crate::guard::new_seed;
 use crate::StoreError;
