@@ -36,10 +36,9 @@ use http_body_util::BodyExt;
 use intentkey::claim::{ClaimFlow, EffectResult, FinishFlow, Finished, Response as Stored, Rules};
 use intentkey::http::{Admission, Endpoint, Incoming, Options, Reply};
 use intentkey::{Keyring, Policy, Secret};
+use intentkey_store::tokio::{drive, AsyncStore};
 use intentkey_store::StoreError;
 use tower::{Layer, Service};
-
-use crate::store::{drive, AsyncStore};
 
 /// What the owner's handler gets as a request extension
 /// (`Extension<Idempotency>`): the tenant-scoped storage key, to pass to the

@@ -7,12 +7,16 @@
 //!   the replay allow-list with binary bodies, `Idempotent-Replayed`,
 //!   `Retry-After`, and the outcome classes. The owner's handler gets the
 //!   key as an [`Idempotency`] extension.
-//! - Stores ([`AsyncStore`]): [`PgStore`] (tokio-postgres with a pool, the
-//!   one schema and migration, so Node and Rust services can share one
-//!   database), [`memory()`], and [`Blocking`] over a synchronous store such
-//!   as SQLite.
+//! - Stores ([`AsyncStore`]): `PgStore` (cargo feature `postgres`:
+//!   tokio-postgres with a pool, the one schema and migration, so Node and
+//!   Rust services can share one database), [`memory()`], and [`Blocking`]
+//!   over a synchronous store such as SQLite.
 //! - [`Recoverer`]: recovery of abandoned claims as a call or a task, asking
 //!   an async [`AsyncGateway`].
+//!
+//! The stores, the recoverer and the loops that drive the core's flows live
+//! in `intentkey_store::tokio` (cargo feature `tokio`, with `AsyncGuard` for
+//! effects outside HTTP); this crate re-exports them.
 //!
 //! ```
 //! use axum::{body::Body, http::Request, routing::post, Extension, Router};
@@ -40,13 +44,13 @@
 //! ```
 
 mod layer;
-mod pg;
-mod recovery;
-mod store;
 
+#[cfg(feature = "postgres")]
+pub use intentkey_store::tokio::PgStore;
+pub use intentkey_store::tokio::{
+    drive, memory, AsyncGateway, AsyncStore, Blocking, Inline, Inserted, Recoverer, RecoveryReport,
+    Reexecute, StoreFuture,
+};
 pub use layer::{Idempotency, IdempotencyLayer, IdempotencyService, Phase};
-pub use pg::PgStore;
-pub use recovery::{Recoverer, RecoveryReport, Reexecute};
-pub use store::{drive, memory, AsyncGateway, AsyncStore, Blocking, Inline, Inserted, StoreFuture};
 
 pub use intentkey_store::StoreError;

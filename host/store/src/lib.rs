@@ -15,6 +15,11 @@
 //! `redis`: many app servers share one Redis, through the core's Lua
 //! scripts). [`open`] picks one by URL.
 //!
+//! For async services (cargo feature `tokio`): `tokio::AsyncStore` and
+//! `tokio::AsyncGuard`, the same flows awaited, over the memory store, a
+//! synchronous store on tokio's blocking threads (`tokio::Blocking`), or
+//! PostgreSQL without blocking (`tokio::PgStore`, with `postgres` too).
+//!
 //! ```
 //! use intentkey::claim::{Attempt, ClaimFlow, ClaimOutcome};
 //! use intentkey_store::{open, run_flow};
@@ -39,6 +44,8 @@ mod postgres;
 mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 
 use std::fmt;
 

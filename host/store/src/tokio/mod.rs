@@ -1,21 +1,55 @@
-//! Stores for async services: the operations of the one claim flow,
-//! awaited, and the loop that performs what a core flow asks.
+//! Stores for async services on tokio (cargo feature `tokio`): the
+//! operations of the one claim flow, awaited ([`AsyncStore`]), the loops
+//! that perform what a core flow asks ([`drive`], [`drive_run`]), the
+//! [`AsyncGuard`] that runs an effect at most once per intent, and the
+//! [`Recoverer`] of abandoned claims.
 //!
 //! The order of the operations is the core's (`intentkey::claim::flow`): a
-//! store never sequences claims itself. [`crate::PgStore`] talks to
-//! PostgreSQL without blocking the runtime; [`Inline`] runs a store whose
-//! operations never block (the memory store); [`Blocking`] runs a
-//! synchronous one (SQLite) on tokio's blocking threads.
+//! store never sequences claims itself. `PgStore` (features `tokio` and
+//! `postgres`) talks to PostgreSQL without blocking the runtime; [`Inline`]
+//! runs a store whose operations never block (the memory store, [`memory`]);
+//! [`Blocking`] runs a synchronous one (SQLite) on tokio's blocking threads.
+//!
+//! ```
+//! use intentkey::claim::{Attempt, Response};
+//! use intentkey_store::tokio::{memory, AsyncGuard};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let store = memory();
+//! let guard = AsyncGuard::new(&store);
+//! let attempt = Attempt { key: "k1".into(), fingerprint: "fp".into(), tenant_id: "t1".into(), action_type: "pix.send".into(), prior: None };
+//! let mut effects = 0;
+//! for _ in 0..3 {
+//!     let answer = guard.run(&attempt, 1_700_000_000, |key| {
+//!         effects += 1;
+//!         async move { Response::json(201, format!(r#"{{"paid_with_key":"{key}"}}"#)) }
+//!     }).await?;
+//!     assert_eq!(answer.status, 201);
+//! }
+//! assert_eq!(effects, 1);
+//! # Ok::<(), intentkey_store::StoreError>(())
+//! # }).unwrap();
+//! ```
+
+mod guard;
+#[cfg(feature = "postgres")]
+mod pg;
+mod recovery;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::{MemoryStore, Store, StoreError};
 use intentkey::claim::{
     Completion, EffectResult, Flow, Lookup, Op, OpResult, Record, Release, Replacement, RunFlow,
     RunOutcome, Status, Step,
 };
-use intentkey_store::{MemoryStore, Store, StoreError};
+
+pub use self::guard::AsyncGuard;
+#[cfg(feature = "postgres")]
+pub use self::pg::PgStore;
+pub use self::recovery::{Recoverer, RecoveryReport, Reexecute};
 
 /// What a store operation returns: a boxed future, so a store can sit
 /// behind `Arc<dyn AsyncStore>`.
@@ -124,7 +158,7 @@ impl<S: Store + 'static> Blocking<S> {
     ) -> StoreFuture<'_, T> {
         let store = Arc::clone(&self.0);
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || op(&store))
+            ::tokio::task::spawn_blocking(move || op(&store))
                 .await
                 .map_err(|e| StoreError::fatal(format!("the store's blocking task failed: {e}")))?
         })
@@ -191,7 +225,7 @@ async fn perform(
 
 /// An effect a run flow runs: what it reported and when it ended.
 pub type RunEffect<'a> =
-    dyn FnMut(String) -> Pin<Box<dyn Future<Output = (EffectResult, i64)> + Send>> + Send + 'a;
+    dyn FnMut(String) -> Pin<Box<dyn Future<Output = (EffectResult, i64)> + Send + 'a>> + Send + 'a;
 
 /// Runs the core's run flow to its end over an async store: every store
 /// operation awaited here, the destination asked through `gateway`, the

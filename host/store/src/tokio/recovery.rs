@@ -9,15 +9,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::tokio::task::JoinHandle;
 use intentkey::claim::{
     Attempt, DueFlow, EffectResult, Finished, Recovered, RecoveryRules, Rules, RunFlow, RunKind,
     RunSpec, DEFAULT_STALE_AFTER_SECONDS,
 };
-use intentkey_store::guard::new_seed;
-use intentkey_store::StoreError;
-use tokio::task::JoinHandle;
 
-use crate::store::{drive, drive_run, AsyncGateway, AsyncStore};
+use crate::guard::new_seed;
+use crate::StoreError;
+
+use super::{drive, drive_run, AsyncGateway, AsyncStore};
 
 /// What recovery does with one record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,8 +163,8 @@ impl Recoverer {
         every: Duration,
         report: impl Fn(Result<Vec<RecoveryReport>, StoreError>) + Send + Sync + 'static,
     ) -> JoinHandle<()> {
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(every);
+        ::tokio::spawn(async move {
+            let mut ticks = ::tokio::time::interval(every);
             loop {
                 ticks.tick().await;
                 let now = std::time::SystemTime::now()

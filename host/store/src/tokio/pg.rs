@@ -7,16 +7,16 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::pg_sql::{bind, error, read_claim, read_row, refs, text};
+use crate::{PostgresStore, StoreError};
 use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
 use intentkey::claim::sql::{self, Claimed, Kind, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
-use intentkey_store::pg_sql::{bind, error, read_claim, read_row, refs, text};
-use intentkey_store::{PostgresStore, StoreError};
 use tokio_postgres::{Config, NoTls};
 
-use crate::store::{AsyncStore, Inserted, StoreFuture};
+use super::{AsyncStore, Inserted, StoreFuture};
 
 /// How long an operation waits for a pooled connection, or for a new one.
 const WAIT: Duration = Duration::from_secs(5);
@@ -74,7 +74,7 @@ impl PgStore {
         let config = Config::from_str(url)
             .map_err(|e| StoreError::fatal(format!("postgres: bad connection string: {e}")))?;
         let owned = url.to_owned();
-        tokio::task::spawn_blocking(move || PostgresStore::connect(&owned).map(drop))
+        ::tokio::task::spawn_blocking(move || PostgresStore::connect(&owned).map(drop))
             .await
             .map_err(|e| {
                 StoreError::fatal(format!("postgres: the migration task failed: {e}"))
