@@ -210,7 +210,16 @@ export function unreadableLineAnswer(): string;
  */
 export type BodyInput = Uint8Array | ArrayBuffer | ArrayBufferView | string;
 
-/** A record's state, as stored. */
+/**
+ * A record's status: the one spelling of the public API, the stored one (the
+ * `status` column; `intentkey inspect --status`). Every record the package
+ * gives back carries it, and `guard.list` and the `claims` decisions accept
+ * it only: `'in-flight'` or `'needs-reconciliation'` there is an
+ * `IntentkeyError` `invalid-argument` naming the field. Not to be confused
+ * with a {@link ClaimOutcome} (`'in-flight'`: what one attempt got from its
+ * claim) or a queue error code; custom stores speak the WIT form
+ * (`WitRecord`, stores/types.d.ts).
+ */
 export type RecordStatus = 'in_flight' | 'done' | 'needs_reconciliation';
 
 /** Replayable response headers, in order, as [name, value]. */
@@ -255,7 +264,10 @@ export interface ClaimRecord {
   nextLookupAt: number | null;
 }
 
-/** What an attempt gets from its claim. */
+/**
+ * What an attempt gets from its claim: an event, kebab-case like the WIT, not
+ * a record's {@link RecordStatus} (`'in-flight'` here, `'in_flight'` there).
+ */
 export type ClaimOutcome = 'owned' | 'in-flight' | 'done' | 'payload-conflict';
 
 /** The core's decision for a claim: the stored response when done. */
