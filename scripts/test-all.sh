@@ -33,6 +33,7 @@ step "format" cargo fmt --all -- --check
 step "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "clippy (the component, for wasm32)" cargo clippy --locked -p intentkey-component --target wasm32-unknown-unknown -- -D warnings
 step "docs" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+step "generated bindings are up to date (error codes, WIT and package versions)" cargo xtask gen-bindings --check
 step "every relative link in the Markdown resolves (files and #anchors)" python3 scripts/check_links.py
 step "the components import no WASI" bash -c "cargo xtask check-imports dist/intentkey.wasm && cargo xtask check-imports dist/intentkey-pure.wasm"
 # The component crate is a wasm32 cdylib (built and checked above); natively its

@@ -18,6 +18,8 @@
 // absent values are null. The WIT forms (what the stores hold and the component
 // takes) use the WIT status spelling, bigint times and undefined for none.
 
+import { IntentkeyError } from './errors.js';
+
 const I64_MIN = -(2n ** 63n);
 const I64_MAX = 2n ** 63n - 1n;
 const U32_MAX = 2 ** 32 - 1;
@@ -33,6 +35,24 @@ export const STATUS_FROM_WIT = new Map([...STATUS_TO_WIT].map(([stored, wit]) =>
 
 /** The record statuses, as stored. */
 export const STATUSES = Object.freeze([...STATUS_TO_WIT.keys()]);
+
+/**
+ * A record status given to the public API (guard.list, the claims decisions'
+ * records) to its WIT case. Only the stored spelling is accepted: `in-flight`
+ * and `needs-reconciliation` are the spellings of claim outcomes, queue error
+ * codes and the store interface (WIT), never of a record status here, and are
+ * refused like any other value (invalid-argument, naming the field).
+ */
+export function statusIn(value, field) {
+  const wit = STATUS_TO_WIT.get(value);
+  if (wit !== undefined) return wit;
+  const accepted = STATUSES.map((s) => `'${s}'`).join(', ');
+  const got = typeof value === 'string' ? `'${value}'` : typeof value;
+  const hint = STATUS_FROM_WIT.has(value)
+    ? ` (${got} is the spelling of a claim outcome or of the store interface; a record status is written '${STATUS_FROM_WIT.get(value)}')`
+    : '';
+  throw new IntentkeyError('invalid-argument', `${field} must be a record status, one of ${accepted}; got ${got}${hint}`, field);
+}
 
 /** No replayable headers (shared; jco only reads it). */
 export const NO_HEADERS = Object.freeze([]);
@@ -162,10 +182,7 @@ export function responseOut(response) {
 /** A JavaScript record to the WIT record. */
 export function recordIn(record, what = 'the record') {
   if (record === null || typeof record !== 'object') throw new TypeError(`${what} must be an object`);
-  const status = STATUS_TO_WIT.get(record.status);
-  if (status === undefined) {
-    throw new TypeError(`${what}.status must be one of ${STATUSES.join(', ')} (got ${String(record.status)})`);
-  }
+  const status = statusIn(record.status, `${what}.status`);
   return {
     key: text(record.key, `${what}.key`),
     fingerprint: text(record.fingerprint, `${what}.fingerprint`),

@@ -27,7 +27,7 @@
 import { IntentkeyError } from './errors.js';
 import {
   STATUS_FROM_WIT,
-  STATUS_TO_WIT,
+  statusIn,
   isWellFormed,
   lookupIn,
   recordOut,
@@ -686,8 +686,7 @@ export function guardFactory({ internal, claims }) {
 
     /** The records with `status` (stored spelling), oldest first. */
     async function list(status, { limit = U32_MAX } = {}) {
-      const wit = STATUS_TO_WIT.get(status);
-      if (wit === undefined) throw new TypeError(`status must be one of ${[...STATUS_TO_WIT.keys()].join(', ')}`);
+      const wit = statusIn(status, 'status');
       let rs;
       try {
         rs = await store.list(wit, u32(limit, 'limit'));

@@ -133,7 +133,11 @@ export interface Guard {
   purge(): Promise<number>;
   /** The record under `key`, or null. */
   inspect(key: string): Promise<ClaimRecord | null>;
-  /** The records with `status`, oldest first. */
+  /**
+   * The records with `status` (the stored spelling, see RecordStatus), oldest
+   * first. Any other value, `'in-flight'` included, is an IntentkeyError
+   * `invalid-argument` with field `status`.
+   */
   list(status: RecordStatus, options?: { limit?: number }): Promise<ClaimRecord[]>;
   readonly store: Store;
   readonly keyer: Keyer | undefined;

@@ -4,7 +4,7 @@
 // that they arrive intact.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { claims, createEndpoint, createGuard, jsonResponse, memoryStore } from '../src/index.js';
+import { IntentkeyError, claims, createEndpoint, createGuard, jsonResponse, memoryStore } from '../src/index.js';
 
 const text = (bytes) => new TextDecoder().decode(bytes);
 
@@ -132,7 +132,17 @@ test('the boundary refuses what jco would wrap or coerce', () => {
   assert.throws(() => claims.recoveryDue(r, 2 ** 53, 0), /whole seconds/);
   assert.throws(() => claims.recoveryDue(r, 2n ** 63n, 0), /whole seconds/);
   assert.throws(() => claims.decideExisting({ ...r, key: 1 }, 'fp'), /key must be a string/);
-  assert.throws(() => claims.decideExisting({ ...r, status: 'in-flight' }, 'fp'), /status must be one of in_flight/);
+  // One spelling of a record status: the stored one; the claim outcome's is refused, by name.
+  assert.throws(
+    () => claims.decideExisting({ ...r, status: 'in-flight' }, 'fp'),
+    (e) =>
+      e instanceof IntentkeyError &&
+      e.code === 'invalid-argument' &&
+      e.field === 'the existing record.status' &&
+      /one of 'in_flight', 'done', 'needs_reconciliation'; got 'in-flight' \(.*written 'in_flight'\)/.test(e.message),
+  );
+  assert.throws(() => claims.decideExisting({ ...r, status: 'needs-reconciliation' }, 'fp'), /written 'needs_reconciliation'/);
+  assert.throws(() => claims.decideExisting({ ...r, status: undefined }, 'fp'), /got undefined$/);
   assert.throws(() => claims.decideExisting({ ...r, lookups: -1 }, 'fp'), /lookups/);
   assert.throws(() => claims.decideRecovery(r, 'maybe', false, 0), /look-up answers/);
   assert.throws(() => claims.decideRecovery(r, { found: {} }, false, 0), /status/);
@@ -160,5 +170,11 @@ test('the guard refuses bad use before touching the store', async () => {
   await assert.rejects(guard.recover({ key: 'k' }), /lookup must be a function/);
   await assert.rejects(guard.recover({ key: 'k', lookup: async () => 'unknown', readYourWrites: true }), /pass the effect/);
   assert.deepEqual(await guard.list('in_flight'), []);
+  for (const status of ['in-flight', 'needs-reconciliation', 'IN_FLIGHT', 'pending', undefined]) {
+    await assert.rejects(
+      guard.list(status),
+      (e) => e instanceof IntentkeyError && e.code === 'invalid-argument' && e.field === 'status' && /one of 'in_flight', 'done', 'needs_reconciliation'/.test(e.message),
+    );
+  }
   assert.deepEqual(await guard.recover({ key: 'nope', lookup: async () => 'unknown' }), { outcome: 'missing', key: 'nope' });
 });

@@ -11,6 +11,12 @@ use std::fmt;
 /// vectors (`expectedError`), the command-line JSON output and every binding.
 /// Not `non_exhaustive`: every binding maps it with an exhaustive match, so a
 /// new code cannot compile until each binding (and the WIT enum) has it.
+///
+/// This enum and [`ErrorCode::ALL`] are the one source of the codes:
+/// `cargo xtask gen-bindings` writes them into the npm package's types, the
+/// Python binding and the adapters' maps, and `--check` (a step of
+/// scripts/test-all.sh) fails when one of those, or the hand-written WIT
+/// `enum error-code`, differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorCode {
     /// The secret is shorter than 32 bytes.

@@ -3,12 +3,16 @@
 //! ```text
 //! cargo xtask build-component   # dist/intentkey.wasm and dist/intentkey-pure.wasm
 //! cargo xtask check-imports F   # fail if the component F imports any WASI interface
+//! cargo xtask gen-bindings      # write the error codes and versions into every binding
+//! cargo xtask gen-bindings --check   # fail, naming the file, when one is stale
 //! ```
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 use wit_component::{ComponentEncoder, DecodedWasm};
+
+mod gen;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,7 +26,15 @@ fn main() -> ExitCode {
                 }),
             None => Err("usage: cargo xtask check-imports COMPONENT.wasm".into()),
         },
-        _ => Err("usage: cargo xtask build-component | check-imports COMPONENT.wasm".into()),
+        Some("gen-bindings") => match args.get(1).map(String::as_str) {
+            None => gen::gen_bindings(&workspace_root(), false),
+            Some("--check") => gen::gen_bindings(&workspace_root(), true),
+            Some(_) => Err("usage: cargo xtask gen-bindings [--check]".into()),
+        },
+        _ => Err(
+            "usage: cargo xtask build-component | check-imports COMPONENT.wasm | gen-bindings [--check]"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,6 +17,7 @@ export interface WitRecord {
   fingerprint: string;
   tenantId: string;
   actionType: string;
+  /** The WIT spelling (the store interface only; the public API's RecordStatus is `in_flight` …). */
   status: 'in-flight' | 'done' | 'needs-reconciliation';
   ownerToken: string;
   response: WitResponse | undefined;
