@@ -431,10 +431,10 @@ fn the_component_reader_wants_an_arm_of_the_same_name() {
 
 /// Every error code SECURITY.md names is one the core raises: each
 /// backticked kebab-case word there is an [`ErrorCode`], or one of the few
-/// named terms that are not codes (a key strategy, a Redis setting).
+/// named terms that are not codes (a key strategy).
 #[test]
 fn security_md_names_only_real_error_codes() {
-    const NOT_CODES: [&str; 2] = ["intent-hmac", "min-replicas-to-write"];
+    const NOT_CODES: [&str; 1] = ["intent-hmac"];
     let text = read("SECURITY.md");
     let codes: Codes = ErrorCode::ALL
         .iter()

@@ -63,6 +63,7 @@ fn options(case: &Case) -> Options {
         replay_headers: e.replay_headers.clone(),
         key_required: e.key_required,
         max_body_bytes: e.max_body_bytes,
+        max_stored_bytes: intentkey::http::DEFAULT_MAX_STORED_BYTES,
     }
 }
 
