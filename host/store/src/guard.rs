@@ -311,19 +311,13 @@ impl<'s> Guard<'s> {
         now: i64,
         reexecute: Option<&mut dyn FnMut(&str) -> EffectResult>,
     ) -> Result<Recovery, StoreError> {
-        let spec = RunSpec {
-            attempt: Attempt {
-                key: key.to_owned(),
-                fingerprint: String::new(),
-                tenant_id: String::new(),
-                action_type: String::new(),
-                prior: None,
-            },
-            kind: RunKind::Effect,
-            rules: self.rules.clone(),
-            recovery: Some(self.recovery_rules(gateway)),
+        let spec = RunSpec::recovery_of(
+            key,
+            self.rules.clone(),
+            self.stale_after,
+            gateway.read_your_writes(),
             now,
-        };
+        );
         let mut again = reexecute;
         let mut flow = RunFlow::recover(spec, new_seed()?, again.is_some());
         let (outcome, _) = self.drive(

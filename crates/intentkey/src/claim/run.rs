@@ -115,6 +115,39 @@ impl RunSpec {
     }
 }
 
+impl RunSpec {
+    /// The spec of a recovery-only run of `key` ([`RunFlow::recover`]):
+    /// records claimed less than `stale_after` seconds ago are left alone,
+    /// `absent` is trusted only with `read_your_writes`, and a record
+    /// recovered as done is kept for `rules.ttl_seconds`.
+    pub fn recovery_of(
+        key: &str,
+        rules: Rules,
+        stale_after: i64,
+        read_your_writes: bool,
+        now: i64,
+    ) -> Self {
+        let recovery = RecoveryRules {
+            stale_after,
+            read_your_writes,
+            ttl_seconds: rules.ttl_seconds,
+        };
+        RunSpec {
+            attempt: Attempt {
+                key: key.to_owned(),
+                fingerprint: String::new(),
+                tenant_id: String::new(),
+                action_type: String::new(),
+                prior: None,
+            },
+            kind: RunKind::Effect,
+            rules,
+            recovery: Some(recovery),
+            now,
+        }
+    }
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunOutcome {
@@ -363,44 +396,33 @@ impl RunFlow {
         }
     }
 
+    /// Runs the effect again under the recovery's token.
+    fn reexecute(&mut self) -> Result<Step<RunOutcome>, FlowError> {
+        let token = self.token(self.tokens.saturating_sub(1));
+        self.stage = Stage::Effect {
+            token,
+            recovered: true,
+        };
+        Ok(Step::Io(Op::Effect(self.spec.attempt.key.clone())))
+    }
+
     fn recovered(&mut self, recovered: Recovered) -> Result<Step<RunOutcome>, FlowError> {
-        if let Entry::Recover(run_effect) = self.entry {
-            return match recovered {
-                Recovered::Applied(RecoveryAction::ReExecute) if run_effect => {
-                    let token = self.token(self.tokens.saturating_sub(1));
-                    self.stage = Stage::Effect {
-                        token,
-                        recovered: true,
-                    };
-                    Ok(Step::Io(Op::Effect(self.spec.attempt.key.clone())))
-                }
-                Recovered::Applied(RecoveryAction::RecordDone(response)) => {
-                    self.done(RunOutcome::Replayed {
-                        response,
-                        recovered: true,
-                    })
-                }
-                other => self.done(RunOutcome::Recovery(other)),
-            };
-        }
-        match recovered {
-            Recovered::Applied(RecoveryAction::ReExecute) => {
-                let token = self.token(self.tokens.saturating_sub(1));
-                self.stage = Stage::Effect {
-                    token,
-                    recovered: true,
-                };
-                Ok(Step::Io(Op::Effect(self.spec.attempt.key.clone())))
-            }
-            Recovered::Applied(RecoveryAction::RecordDone(response)) => {
+        let recover_only = match self.entry {
+            Entry::Recover(run_effect) => Some(run_effect),
+            Entry::Claim => None,
+        };
+        match (recovered, recover_only) {
+            (Recovered::Applied(RecoveryAction::ReExecute), None | Some(true)) => self.reexecute(),
+            (Recovered::Applied(RecoveryAction::RecordDone(response)), _) => {
                 self.done(RunOutcome::Replayed {
                     response,
                     recovered: true,
                 })
             }
+            (other, Some(_)) => self.done(RunOutcome::Recovery(other)),
             // Settled or gone since the claim read it: claim again.
-            Recovered::Missing | Recovered::NotInFlight(Status::Done) => self.claim(),
-            other => self.done(RunOutcome::InFlight {
+            (Recovered::Missing | Recovered::NotInFlight(Status::Done), None) => self.claim(),
+            (other, None) => self.done(RunOutcome::InFlight {
                 recovery: Some(other),
             }),
         }

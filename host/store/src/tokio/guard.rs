@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::Mutex;
 
 use intentkey::claim::{
-    Attempt, DueFlow, EffectResult, PurgeFlow, RecoveryRules, Response, Rules, RunFlow, RunKind,
-    RunSpec, DEFAULT_STALE_AFTER_SECONDS,
+    Attempt, DueFlow, EffectResult, PurgeFlow, Response, Rules, RunFlow, RunKind, RunSpec,
+    DEFAULT_STALE_AFTER_SECONDS,
 };
 
 use super::{drive, drive_run, AsyncGateway, AsyncStore, Reexecute};
@@ -167,23 +167,13 @@ impl<'s> AsyncGuard<'s> {
         now: i64,
         reexecute: Option<&Reexecute>,
     ) -> Result<Recovery, StoreError> {
-        let spec = RunSpec {
-            attempt: Attempt {
-                key: key.to_owned(),
-                fingerprint: String::new(),
-                tenant_id: String::new(),
-                action_type: String::new(),
-                prior: None,
-            },
-            kind: RunKind::Effect,
-            rules: self.rules.clone(),
-            recovery: Some(RecoveryRules {
-                stale_after: self.stale_after,
-                read_your_writes: gateway.read_your_writes(),
-                ttl_seconds: self.rules.ttl_seconds,
-            }),
+        let spec = RunSpec::recovery_of(
+            key,
+            self.rules.clone(),
+            self.stale_after,
+            gateway.read_your_writes(),
             now,
-        };
+        );
         let mut flow = RunFlow::recover(spec, new_seed()?, reexecute.is_some());
         let mut run = effect_fn(move |key| {
             let pending = reexecute.map(|f| f(key));

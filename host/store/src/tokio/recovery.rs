@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use ::tokio::task::JoinHandle;
 use intentkey::claim::{
-    Attempt, DueFlow, EffectResult, Finished, Recovered, RecoveryRules, Rules, RunFlow, RunKind,
-    RunSpec, DEFAULT_STALE_AFTER_SECONDS,
+    DueFlow, EffectResult, Finished, Recovered, Rules, RunFlow, RunSpec,
+    DEFAULT_STALE_AFTER_SECONDS,
 };
 
 use crate::guard::new_seed;
@@ -94,23 +94,13 @@ impl Recoverer {
     /// # Errors
     /// A store failure.
     pub async fn recover(&self, key: &str, now: i64) -> Result<RecoveryReport, StoreError> {
-        let spec = RunSpec {
-            attempt: Attempt {
-                key: key.to_owned(),
-                fingerprint: String::new(),
-                tenant_id: String::new(),
-                action_type: String::new(),
-                prior: None,
-            },
-            kind: RunKind::Effect,
-            rules: self.rules.clone(),
-            recovery: Some(RecoveryRules {
-                stale_after: self.stale_after,
-                read_your_writes: self.gateway.read_your_writes(),
-                ttl_seconds: self.rules.ttl_seconds,
-            }),
+        let spec = RunSpec::recovery_of(
+            key,
+            self.rules.clone(),
+            self.stale_after,
+            self.gateway.read_your_writes(),
             now,
-        };
+        );
         let mut flow = RunFlow::recover(spec, new_seed()?, self.reexecute.is_some());
         let reexecute = self.reexecute.clone();
         let mut effect =
