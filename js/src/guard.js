@@ -385,8 +385,7 @@ export function guardFactory({ internal, claims }) {
      * Drives one run flow of the core (claim, replay or answer, effect, finish,
      * recovery of a stale record, bounded claim-again): this performs each store
      * operation, asks the destination (`ask`) and runs the effect when the core
-     * says so. Answers the WIT run-outcome, the effect's last result and the
-     * owner token the flow wrote last.
+     * says so. Answers the WIT run-outcome and the effect's last result.
      */
     async function driveRun(create, effect, ask) {
       const flow = internal.flow(create);
@@ -405,7 +404,7 @@ export function guardFactory({ internal, claims }) {
             step = next(await perform(op, ask));
           }
         }
-        return { out: step.val.val, ran, ownerToken: flow.ownerToken() };
+        return { out: step.val.val, ran };
       } finally {
         flow.drop();
       }
