@@ -322,6 +322,8 @@ export interface Claims {
   defaultTtlSeconds(): number;
   /** The default stale-after of recovery, in seconds (300). */
   defaultStaleAfterSeconds(): number;
+  /** The waits (ms) before each new try of a finish the store could not take: about 3 s in all. */
+  finishRetryDelaysMs(): number[];
   /** An owner token (32 hex) from 16 random bytes. */
   ownerToken(randomBytes: Uint8Array): string;
   /** Checks a journaled step's output (JSON text, at most maxBytes, default 1 MiB): the response it is recorded as. */

@@ -378,6 +378,13 @@ export function createClaims(callClaims) {
     defaultTtlSeconds() {
       return rules().ttlSeconds;
     },
+    /**
+     * The waits (ms) before each new try of a finish the store could not take
+     * (store-unavailable): the core's one schedule, about 3 s in all.
+     */
+    finishRetryDelaysMs() {
+      return [...callClaims((c) => c.finishRetryDelaysMs())];
+    },
     /** The default stale-after of recovery, in seconds. */
     defaultStaleAfterSeconds() {
       if (staleAfter === null) staleAfter = secondsOut(callClaims((c) => c.defaultStaleAfterSeconds()), 'staleAfter');

@@ -276,6 +276,7 @@ export function guardFactory({ internal, claims }) {
       fastCompletion: options.fastCompletion ?? defaults.fastCompletion,
     };
     const rules = rulesIn(ruleValues, 'the guard options');
+    const finishRetries = claims.finishRetryDelaysMs();
     const staleAfterSeconds =
       options.staleAfterSeconds === undefined
         ? claims.defaultStaleAfterSeconds()
@@ -708,8 +709,23 @@ export function guardFactory({ internal, claims }) {
           sync && endpoint !== null && typeof endpoint[SERVE] === 'function'
             ? (request) => endpoint[SERVE](store, request, now())
             : null,
-        /** Finishes an owned attempt with a WIT effect-result: what finishing did. */
-        finish: (key, ownerToken, wit) => finish(key, ownerToken, { wit }),
+        /**
+         * Finishes an owned attempt with a WIT effect-result: what finishing did.
+         * A store that cannot be reached is tried again on the core's schedule
+         * (about 3 s); `onRetry(error, ms)` hears of each failed try.
+         */
+        finish: async (key, ownerToken, wit, onRetry) => {
+          for (const ms of finishRetries) {
+            try {
+              return await finish(key, ownerToken, { wit });
+            } catch (e) {
+              if (!(e instanceof IntentkeyError && e.code === 'store-unavailable')) throw e;
+              onRetry?.(e, ms);
+              await new Promise((resolve) => setTimeout(resolve, ms));
+            }
+          }
+          return finish(key, ownerToken, { wit });
+        },
         /** The same, returning (not a promise) on a synchronous store; null otherwise. */
         finishSync: sync ? (key, ownerToken, wit) => internal.driving(store, null, (g) => g.finish(key, ownerToken, wit, now(), rules)) : null,
         now,

@@ -53,6 +53,10 @@ impl claims::Guest for Component {
         core::DEFAULT_STALE_AFTER_SECONDS
     }
 
+    fn finish_retry_delays_ms() -> Vec<u32> {
+        core::FINISH_RETRY_DELAYS_MS.to_vec()
+    }
+
     fn owner_token(random_bytes: Vec<u8>) -> Result<String, t::Error> {
         core::owner_token_from_slice(&random_bytes).map_err(wit_error)
     }

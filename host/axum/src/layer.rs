@@ -485,21 +485,15 @@ fn stored_response(endpoint: &Endpoint, head: &http::response::Parts, body: &[u8
         .capture(head.status.as_u16(), &headers, body)
 }
 
-/// Finishes an owned record by its outcome class; a store failure is
-/// reported and leaves the record in flight for recovery.
-/// How long the owner waits between tries of a finish the store could not
-/// take (it was unreachable): about 3 s in all, the time a database restart
-/// takes, before the record is left in flight for recovery.
-const FINISH_RETRIES_MS: [u64; 5] = [100, 200, 400, 800, 1600];
-
 /// Finishes the owner's record. A store that cannot be reached is tried
-/// again for a few seconds (each try that failed is reported): otherwise the key answers 409 until recovery
+/// again on the core's schedule (`FINISH_RETRY_DELAYS_MS`, about 3 s; each
+/// try that failed is reported): otherwise the key answers 409 until recovery
 /// settles it (minutes), although its answer went out. The write is fenced
 /// on the owner token, so a try after one whose acknowledgement was lost
 /// writes nothing (`Superseded`).
 async fn finish(config: &Config, key: &str, token: &str, effect: EffectResult) -> Option<Finished> {
     let now = (config.clock)();
-    let mut waits = FINISH_RETRIES_MS.iter();
+    let mut waits = intentkey::claim::FINISH_RETRY_DELAYS_MS.iter();
     loop {
         let flow = FinishFlow::new(key, token, effect.clone(), now, &config.rules);
         match drive(flow, &*config.store, None).await {
@@ -510,7 +504,7 @@ async fn finish(config: &Config, key: &str, token: &str, effect: EffectResult) -
                         Phase::Complete,
                         &format!("{e}; trying the completion again in {ms} ms"),
                     );
-                    tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(u64::from(*ms))).await;
                 }
                 _ => {
                     (config.on_error)(Phase::Complete, &e.to_string());

@@ -271,8 +271,9 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
          */
         async complete(captured, released = false) {
           once();
+          const retried = (e, ms) => report(e, { phase: 'complete', key: attempt.key, retryInMs: ms });
           try {
-            return await finish(attempt.key, ownerToken, effectOf(captured, released));
+            return await finish(attempt.key, ownerToken, effectOf(captured, released), retried);
           } catch (e) {
             report(e, { phase: 'complete', key: attempt.key });
             return null;

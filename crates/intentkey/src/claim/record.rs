@@ -15,6 +15,14 @@ pub const DEFAULT_STALE_AFTER_SECONDS: i64 = 300;
 /// 1, 2 and 4 minutes. After the last, the record needs reconciliation.
 pub const LOOKUP_BACKOFF_SECONDS: [i64; 3] = [60, 120, 240];
 
+/// How long an owner waits before each new try of a finish the store could
+/// not take (`store-unavailable`), in milliseconds: about 3 s in all, the
+/// time a database restart takes. Past them the record stays in flight for
+/// recovery. A try after one whose acknowledgement was lost writes nothing
+/// (it is fenced on the owner token) and reports `superseded`. Every HTTP
+/// host retries its completions on this one schedule.
+pub const FINISH_RETRY_DELAYS_MS: [u32; 5] = [100, 200, 400, 800, 1600];
+
 /// The number of random bytes in an owner token (printed as 32 hex).
 pub const OWNER_TOKEN_BYTES: usize = 16;
 
