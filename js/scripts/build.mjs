@@ -8,7 +8,7 @@
 // Both are built, never committed. The generated glue gets three exact rewrites
 // of how strings and memory views cross the boundary (scripts/glue.mjs; the build
 // fails if jco's output no longer matches them). Instantiation mode "sync": the package supplies
-// the imports itself (src/core.js), compiles the core modules once and can
+// the imports itself (src/instance.js), compiles the core modules once and can
 // instantiate again after a trap. See bench/JCO_CHOICE.md for why this jco version
 // and this mode.
 import { spawnSync } from 'node:child_process';

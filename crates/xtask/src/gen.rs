@@ -75,7 +75,7 @@ fn blocks(s: &Sources) -> Vec<Block> {
             body: format!("export type ErrorCode =\n{};\n", ts.trim_end()),
         },
         Block {
-            file: "js/src/core.js",
+            file: "js/src/instance.js",
             comment: "//",
             name: "wit-version",
             body: format!("const WIT_VERSION = '{v}';\n"),
