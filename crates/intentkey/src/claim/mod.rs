@@ -65,7 +65,7 @@ pub use flow::{
 };
 pub use record::{
     done_expiry, owner_token, owner_token_from_slice, Attempt, PriorKey, Record, Response, Status,
-    DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, FINISH_RETRY_DELAYS_MS, LOOKUP_BACKOFF_SECONDS,
-    OWNER_TOKEN_BYTES,
+    DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, FINISH_RETRY_DELAYS_MS,
+    LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES,
 };
 pub use run::{drive_run, RunFlow, RunKind, RunOutcome, RunSpec};
