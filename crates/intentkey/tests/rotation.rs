@@ -9,10 +9,12 @@
 use std::collections::BTreeMap;
 
 use intentkey::claim::{
-    drive, ClaimFlow, ClaimOutcome, EffectResult, FinishFlow, Finished, MemoryClaims, Response,
-    Rules,
+    drive, perform, ClaimFlow, ClaimOutcome, EffectResult, FinishFlow, Finished, Flow,
+    MemoryClaims, Op, Response, Rules, Step,
 };
-use intentkey::http::{Endpoint, Incoming, Options, Profile, Served};
+use intentkey::http::{
+    Endpoint, Handled, Incoming, Options, Profile, ServeFlow, ServePath, Served,
+};
 use intentkey::{Intent, Keyer, Keyring, Payload, Policy, Secret};
 
 /// The rotation instant and the window (= the TTL of done records).
@@ -136,13 +138,31 @@ fn finish(store: &mut MemoryClaims, key: &str, token: &str, response: Response, 
     assert_eq!(finished, Finished::Stored);
 }
 
+/// Drives a serve flow over the store until it needs the handler or ends.
+fn drive_serve(
+    flow: &mut ServeFlow,
+    store: &mut MemoryClaims,
+    mut step: Step<Served>,
+) -> Step<Served> {
+    loop {
+        match step {
+            Step::Io(Op::Effect(_)) | Step::Done(_) => return step,
+            Step::Io(op) => {
+                step = flow
+                    .resume(perform(store, &op, &mut |_| unreachable!()).unwrap())
+                    .unwrap()
+            }
+        }
+    }
+}
+
 /// The storm against one endpoint with client keys (the IETF profile).
 fn http_storm(endpoint: &Endpoint, seed: u64) -> Storm {
     let mut store = MemoryClaims::default();
     let mut storm = Storm::default();
     let mut queue = events(seed);
     let mut rng = Rng(seed ^ 0xabcd);
-    let mut owners: Vec<(String, String)> = Vec::new();
+    let mut owners: Vec<ServeFlow> = Vec::new();
     let mut claimed_at: BTreeMap<u64, i64> = BTreeMap::new();
     let mut i = 0;
     while i < queue.len() {
@@ -160,15 +180,18 @@ fn http_storm(endpoint: &Endpoint, seed: u64) -> Storm {
                     content_type: Some("application/json"),
                     body: &body,
                 };
-                let token = format!("{:032x}", rng.next());
-                match endpoint
-                    .serve(&mut store, &request, &token, event.at)
-                    .unwrap()
-                {
-                    Served::Owned(attempt) => {
+                let seed = rng.next().to_be_bytes();
+                let mut seed16 = [0u8; 16];
+                seed16[..8].copy_from_slice(&seed);
+                seed16[8..].copy_from_slice(&(i as u64).to_be_bytes());
+                let mut flow =
+                    ServeFlow::new(endpoint, &request, rules(), seed16, event.at).unwrap();
+                let step = flow.start();
+                match drive_serve(&mut flow, &mut store, step) {
+                    Step::Io(Op::Effect(_)) => {
                         *storm.effects.entry(event.client).or_default() += 1;
                         let ends = event.at + rng.below(900) as i64;
-                        owners.push((attempt.key, token));
+                        owners.push(flow);
                         claimed_at.entry(event.client).or_insert(event.at);
                         let at = queue.partition_point(|e| e.at <= ends).max(i);
                         queue.insert(
@@ -180,7 +203,13 @@ fn http_storm(endpoint: &Endpoint, seed: u64) -> Storm {
                             },
                         );
                     }
-                    Served::Answer(reply) => {
+                    Step::Done(served) => {
+                        assert_ne!(
+                            served.path,
+                            ServePath::Unguarded,
+                            "every request carries a key"
+                        );
+                        let reply = served.reply.unwrap();
                         *storm.statuses.entry(reply.status).or_default() += 1;
                         if reply.is_replay() {
                             storm.replays += 1;
@@ -197,13 +226,22 @@ fn http_storm(endpoint: &Endpoint, seed: u64) -> Storm {
                             }
                         }
                     }
-                    Served::Unguarded => panic!("every request carries a key"),
+                    Step::Io(op) => panic!("the drive stops only at the handler: {op:?}"),
                 }
             }
             Kind::Finish(owner) => {
-                let (key, token) = &owners[owner];
-                let response = Response::json(201, format!(r#"{{"order":{}}}"#, event.client));
-                finish(&mut store, key, token, response, event.at);
+                let flow = &mut owners[owner];
+                let body = format!(r#"{{"order":{}}}"#, event.client).into_bytes();
+                let handled = Handled::Answered {
+                    status: 201,
+                    headers: vec![("Content-Type".into(), "application/json".into())],
+                    body,
+                };
+                let step = flow.handled(handled, event.at).unwrap();
+                let Step::Done(served) = drive_serve(flow, &mut store, step) else {
+                    panic!("the flow ends after the handler")
+                };
+                assert_eq!(served.finished, Some(Finished::Stored));
             }
         }
     }

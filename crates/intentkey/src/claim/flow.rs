@@ -120,6 +120,11 @@ pub enum Op {
     /// Ask the destination, with the same key, whether the effect happened →
     /// [`OpResult::Answered`].
     Ask(String),
+    /// Wait this many milliseconds, then resume with [`OpResult::Waited`]:
+    /// the pause before a store operation that failed is tried again
+    /// (only [`crate::http::ServeFlow`] asks for it, after
+    /// [`OpResult::Failed`]).
+    Wait(u32),
     /// Run the effect with this key (the attempt owns it now) →
     /// [`OpResult::Effected`]. Only a [`super::RunFlow`] asks for it.
     Effect(String),
@@ -127,7 +132,7 @@ pub enum Op {
 
 impl Op {
     /// `insert`, `get`, `complete`, `replace`, `release`, `list`, `purge`,
-    /// `ask` or `effect`.
+    /// `ask`, `effect` or `wait`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Op::Insert(_) => "insert",
@@ -139,6 +144,7 @@ impl Op {
             Op::Purge { .. } => "purge",
             Op::Ask(_) => "ask",
             Op::Effect(_) => "effect",
+            Op::Wait(_) => "wait",
         }
     }
 }
@@ -167,10 +173,30 @@ pub enum OpResult {
     /// What the effect reported, and the time it ended (the done record's
     /// expiry counts from it).
     Effected(EffectResult, i64),
+    /// The store operation failed. Only a flow that decides what a store
+    /// failure means ([`crate::http::ServeFlow`]: 503, or finishing tried
+    /// again) takes it; the others answer [`FlowError::Misuse`], so a host
+    /// that drives them reports the store's error itself.
+    Failed(StoreFailure),
+    /// The pause of [`Op::Wait`] is over.
+    Waited,
+}
+
+/// A store operation that failed, as the host reports it to a flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreFailure {
+    /// The store could not be reached (a connection refused or lost, a
+    /// timeout): trying again may succeed. Otherwise the store answered with
+    /// an error (a constraint, a record it cannot decode).
+    pub unavailable: bool,
+    /// What the store said (never a secret: stores hold keys and
+    /// fingerprints, not secrets).
+    pub message: String,
 }
 
 impl OpResult {
-    fn as_str(&self) -> &'static str {
+    /// The result's name, as the WIT spells it.
+    pub fn as_str(&self) -> &'static str {
         match self {
             OpResult::Inserted(_) => "inserted",
             OpResult::Existing(_) => "existing",
@@ -180,6 +206,8 @@ impl OpResult {
             OpResult::Purged(_) => "purged",
             OpResult::Answered(_) => "answered",
             OpResult::Effected(..) => "effected",
+            OpResult::Failed(_) => "failed",
+            OpResult::Waited => "waited",
         }
     }
 }
@@ -842,6 +870,10 @@ pub fn perform<S: ClaimStore + ?Sized>(
         // before this; anywhere else the effect's outcome is unknown, which
         // leaves the record in flight and never runs anything twice.
         Op::Effect(_) => OpResult::Effected(EffectResult::Failed, 0),
+        // A pause asked for after a failure: a synchronous driver never
+        // reports failures to a flow (it returns the store's error), so there
+        // is nothing to wait for.
+        Op::Wait(_) => OpResult::Waited,
     })
 }
 

@@ -61,7 +61,7 @@ pub use decide::{
 pub use flow::{
     drive, perform, ClaimFlow, ClaimStore, Completion, DriveError, DueFlow, FinishFlow, Finished,
     Flow, FlowError, MemoryClaims, Op, OpResult, PurgeFlow, RecoverFlow, Recovered, RecoveryRules,
-    Release, Replacement, Step, CLAIM_TRIES,
+    Release, Replacement, Step, StoreFailure, CLAIM_TRIES,
 };
 pub use record::{
     done_expiry, owner_token, owner_token_from_slice, Attempt, PriorKey, Record, Response, Status,

@@ -1,10 +1,10 @@
 //! One guarded HTTP endpoint: the four rules applied to a request in one
-//! call, so an adapter only reads the request, claims, runs the handler and
-//! writes the answer.
+//! call. [`super::ServeFlow`] composes them with the claim, the handler and
+//! the finish, so an adapter only reads the request and writes the answer.
 
 use std::fmt;
 
-use crate::claim::{drive, Attempt, ClaimFlow, ClaimOutcome, ClaimStore, DriveError, PriorKey};
+use crate::claim::{Attempt, ClaimOutcome, PriorKey};
 use crate::error::{Error, ErrorCode, Result};
 use crate::keyring::Keyring;
 use crate::policy::Policy;
@@ -46,41 +46,6 @@ pub enum Admission {
     /// Nothing is stored.
     Refused(Reply),
 }
-
-/// What a request comes to once admitted and claimed ([`Endpoint::serve`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Served {
-    /// Answer this and run nothing: a refusal (nothing stored), the replay
-    /// of a done record, 409 while in flight, or the payload conflict.
-    Answer(Reply),
-    /// No key was sent and keys are optional: run the handler unguarded.
-    Unguarded,
-    /// This request owns the effect: run the handler, then finish the
-    /// record with the attempt's key and the owner token given to `serve`.
-    Owned(Attempt),
-}
-
-/// Why [`Endpoint::serve`] answered nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ServeError<E> {
-    /// The server's mistake ([`Endpoint::admit`]'s errors) or the claim
-    /// flow's (a record that vanished [`crate::claim::CLAIM_TRIES`] times).
-    Rules(Error),
-    /// The store failed: nothing was claimed. Answer
-    /// [`Endpoint::unavailable`] when it could not be reached.
-    Store(E),
-}
-
-impl<E: fmt::Display> fmt::Display for ServeError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ServeError::Rules(e) => e.fmt(f),
-            ServeError::Store(e) => e.fmt(f),
-        }
-    }
-}
-
-impl<E: fmt::Debug + fmt::Display> std::error::Error for ServeError<E> {}
 
 /// The HTTP rules of one server: its secret, its [`Options`], and the
 /// policies of the routes that have one.
@@ -292,62 +257,6 @@ impl Endpoint {
         }))
     }
 
-    /// [`admit`](Self::admit), then the claim of a guarded attempt on a
-    /// synchronous `store` (the one claim flow, insert-on-conflict), then
-    /// the [`answer`](Self::answer) of an attempt that does not own the
-    /// effect: what a synchronous host does with a request, in one call.
-    /// `owner_token` (from [`crate::claim::owner_token`]) is written only
-    /// when the claim inserts.
-    ///
-    /// ```
-    /// use intentkey::claim::MemoryClaims;
-    /// use intentkey::http::{Endpoint, Incoming, Options, Profile, Served};
-    /// use intentkey::Secret;
-    ///
-    /// let endpoint = Endpoint::new(Secret::new([9u8; 32])?, Options::new(Profile::Ietf));
-    /// let mut store = MemoryClaims::default();
-    /// let request = Incoming {
-    ///     tenant_id: "acct_1", method: "POST", route: "/orders",
-    ///     key_values: &["\"k-1\""], content_type: Some("application/json"), body: b"{}",
-    /// };
-    /// let served = endpoint.serve(&mut store, &request, &"a".repeat(32), 0).unwrap();
-    /// assert!(matches!(served, Served::Owned(_)));
-    /// // The same key while the first is in flight: 409, and nothing runs.
-    /// let Served::Answer(reply) = endpoint.serve(&mut store, &request, &"b".repeat(32), 1).unwrap() else { unreachable!() };
-    /// assert_eq!(reply.status, 409);
-    /// # Ok::<(), intentkey::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`ServeError::Rules`] for the server's mistakes and the claim
-    /// flow's; [`ServeError::Store`] when the store failed (nothing claimed).
-    pub fn serve<S: ClaimStore + ?Sized>(
-        &self,
-        store: &mut S,
-        request: &Incoming<'_>,
-        owner_token: &str,
-        now: i64,
-    ) -> std::result::Result<Served, ServeError<S::Error>> {
-        let attempt = match self.admit(request, now).map_err(ServeError::Rules)? {
-            Admission::Guarded(attempt) => attempt,
-            Admission::Unguarded => return Ok(Served::Unguarded),
-            Admission::Refused(reply) => return Ok(Served::Answer(reply)),
-        };
-        let outcome = drive(
-            ClaimFlow::new(&attempt, owner_token, now),
-            store,
-            &mut |_| unreachable_lookup(),
-        )
-        .map_err(|e| match e {
-            DriveError::Store(e) => ServeError::Store(e),
-            DriveError::Flow(e) => ServeError::Rules(e.into()),
-        })?;
-        Ok(match self.answer(&outcome, now) {
-            Some(reply) => Served::Answer(reply),
-            None => Served::Owned(attempt),
-        })
-    }
-
     /// The answer to a claim outcome ([`Options::reply`]); `None` when the
     /// attempt owns the effect.
     pub fn answer(&self, outcome: &ClaimOutcome, now: i64) -> Option<Reply> {
@@ -373,12 +282,6 @@ impl Endpoint {
     pub fn unavailable(&self, now: i64) -> Reply {
         self.options.refuse(Refusal::Unavailable, now)
     }
-}
-
-/// A claim never asks the destination; were it to, the answer that
-/// re-executes nothing is `unknown`.
-fn unreachable_lookup() -> crate::claim::Lookup {
-    crate::claim::Lookup::Unknown
 }
 
 /// `"post  /orders"` → `"POST /orders"`; `None` unless a method and a route.

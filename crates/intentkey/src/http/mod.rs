@@ -116,10 +116,11 @@ pub mod header;
 pub mod openapi;
 pub mod profile;
 pub mod reply;
+pub mod serve;
 pub mod storage_key;
 
 pub use body::{canonical_body, canonical_json, BodyKind};
-pub use endpoint::{Admission, Endpoint, Incoming, ServeError, Served};
+pub use endpoint::{Admission, Endpoint, Incoming};
 pub use fingerprint::{
     request_fingerprint, request_fingerprint_material, Request, RequestFingerprint,
     REQUEST_FINGERPRINT_LABEL,
@@ -130,6 +131,7 @@ pub use profile::{
     DEFAULT_RETRY_AFTER_SECONDS,
 };
 pub use reply::{Reply, ANSWER_KEPT_HEADER, PROBLEM_TYPE_BASE, REPLAYED_HEADER};
+pub use serve::{Handled, ServeFlow, ServePath, Served};
 pub use storage_key::{storage_key, storage_key_material, CLIENT_KEY_LABEL};
 
 use hmac::{Hmac, Mac};
