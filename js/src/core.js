@@ -35,7 +35,7 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
   const { instance, callOn, call, driving, flow, rawClaims, rawSchema, withSecret, withKeyring, randomBytes } =
     createInstance({ instantiate, getCoreModule, world });
 
-  const createEndpoint = endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, driving });
+  const createEndpoint = endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, flow });
 
   /**
    * The endpoint whose answers the guard gives when no endpoint is configured:

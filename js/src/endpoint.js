@@ -179,20 +179,8 @@ export function oneOf(options) {
   }
 }
 
+/** The endpoint's maker of serve flows (the guard's pipeline uses it). Not public API. */
 export const SERVE = Symbol('intentkey.endpoint.serve');
-
-function servedOut(s) {
-  switch (s.tag) {
-    case 'answer':
-      return { tag: 'reply', reply: replyOut(s.val) };
-    case 'unguarded':
-      return { tag: 'unguarded' };
-    case 'owned':
-      return { tag: 'owned', attempt: { ...s.val.attempt }, ownerToken: s.val.ownerToken };
-    default:
-      throw new Error(`intentkey: the core answered an unknown serve outcome ${s.tag} (a bug)`);
-  }
-}
 
 const timeIn = (now) => secondsIn(now === undefined ? systemNow() : now, 'now');
 
@@ -204,10 +192,10 @@ const timeIn = (now) => secondsIn(now === undefined ? systemNow() : now, 'now');
  *   withSecret: (inst: any, secret: Uint8Array, fn: (secretId: string) => any) => any,
  *   withKeyring: (inst: any, keyring: unknown, fn: (entries: any[], windowSeconds?: bigint) => any) => any,
  *   secretBytes: (secret: unknown) => Uint8Array,
- *   driving: (store: any, ask: any, fn: (guard: any) => any) => any,
+ *   flow: (create: (Flow: any) => any, on?: any) => any,
  * }} host how core.js reaches the component
  */
-export function endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, driving }) {
+export function endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, flow }) {
   /**
    * One server's HTTP rules.
    * @param {{
@@ -262,6 +250,7 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       return live;
     };
     const headerName = callOn(inst, () => resource.headerName());
+    const defaultMethods = Object.freeze(callOn(inst, (i) => i.http.defaultMethods()));
     const reply = (method) => (now) => {
       const t = timeIn(now);
       const r = use();
@@ -271,6 +260,8 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
     return Object.freeze({
       /** The profile's key header name, as the profile spells it. */
       headerName,
+      /** The methods an adapter guards unless told otherwise (the core's: POST, PATCH). */
+      defaultMethods,
       profile,
       /** The largest body admitted, in bytes: adapters stop reading one byte past it. */
       maxBodyBytes: Number(wit.maxBodyBytes > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : wit.maxBodyBytes),
@@ -323,20 +314,15 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
         return callOn(inst, (i) => i.http.classifyErrorStatus(status));
       },
       /**
-       * Admits `request`, claims it on the synchronous `store` and answers an
-       * attempt that does not own the effect, in one component call:
-       * { tag: 'reply', reply } | { tag: 'unguarded' } | { tag: 'owned', attempt, ownerToken }.
-       * A store that cannot be reached throws IntentkeyError store-unavailable.
+       * A serve flow of the core for `request` (admit, claim, the handler,
+       * capture, finish, answer): a flow handle (start, resume, advance, drop),
+       * owned by the token of `seed` (16 random bytes), finishing by WIT `rules`.
        */
-      [SERVE](store, request, now) {
+      [SERVE](request, rules, seed, now) {
         const req = requestIn(request);
         const t = timeIn(now);
         const r = use();
-        if (inst.poisoned) {
-          // What callOn says of an object whose instance trapped.
-          return callOn(inst, () => undefined);
-        }
-        return servedOut(driving(store, null, (g) => g.serve(r, req, t)));
+        return flow((Flow) => Flow.serve(r, req, rules, seed, t), inst);
       },
       /** Frees the endpoint (and its copy of the secret) inside the component now. */
       dispose() {

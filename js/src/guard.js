@@ -276,7 +276,6 @@ export function guardFactory({ internal, claims }) {
       fastCompletion: options.fastCompletion ?? defaults.fastCompletion,
     };
     const rules = rulesIn(ruleValues, 'the guard options');
-    const finishRetries = claims.finishRetryDelaysMs();
     const staleAfterSeconds =
       options.staleAfterSeconds === undefined
         ? claims.defaultStaleAfterSeconds()
@@ -339,6 +338,20 @@ export function guardFactory({ internal, claims }) {
       }
     }
 
+    /**
+     * Performs one store operation; a failure becomes the WIT op-result
+     * `failed` (for a flow that decides what it means) and the error to report.
+     */
+    async function performOrFail(op) {
+      try {
+        return { result: await perform(op), error: null };
+      } catch (e) {
+        const error = storeFailure(e);
+        const tag = error.code === 'store-unavailable' ? 'unavailable' : 'failed';
+        return { result: { tag: 'failed', val: { tag, val: error.message } }, error };
+      }
+    }
+
     /** Drives one flow of the `flows` resource to its end: the core sequences, this performs. */
     async function drive(create, ask) {
       const flow = internal.flow(create);
@@ -349,22 +362,6 @@ export function guardFactory({ internal, claims }) {
       } finally {
         flow.drop();
       }
-    }
-
-    /** Claims `attempt` at `t`: { outcome (WIT claim-outcome), ownerToken }. */
-    async function claim(attempt, t) {
-      if (sync) return internal.driving(store, null, (g) => g.claim(attempt, t));
-      const ownerToken = internal.ownerToken();
-      const out = await drive((Flow) => Flow.claim(attempt, ownerToken, t));
-      return { outcome: out.val, ownerToken };
-    }
-
-    /** Finishes an owned attempt by its outcome class: 'stored' | 'released' | 'left-in-flight' | 'superseded'. */
-    async function finish(key, ownerToken, result) {
-      const t = now();
-      if (sync) return internal.driving(store, null, (g) => g.finish(key, ownerToken, result.wit, t, rules));
-      const out = await drive((Flow) => Flow.finish(key, ownerToken, result.wit, t, rules));
-      return out.val;
     }
 
     /** The owner's answer after finishing; rethrows when there is no response to give. */
@@ -698,36 +695,21 @@ export function guardFactory({ internal, claims }) {
 
     return Object.freeze({
       [PIPELINE]: Object.freeze({
-        /** Claims a WIT attempt now: { outcome (WIT claim-outcome), ownerToken }. */
-        claim: (attempt) => claim(attempt, now()),
         /**
-         * Synchronous stores (memory, SQLite) with an endpoint: admits, claims and
-         * answers a request in one component call (the endpoint's serve); null
-         * otherwise (admit, then claim).
+         * Serves one request through the core's serve flow on the guard's
+         * endpoint: { next(done) (the next step; a synchronous store's
+         * operations run inside the component), perform(op) (an asynchronous
+         * store's operation: { result, error }, a failure as the WIT op-result
+         * `failed` for the flow to decide on), drop() }.
          */
-        serve:
-          sync && endpoint !== null && typeof endpoint[SERVE] === 'function'
-            ? (request) => endpoint[SERVE](store, request, now())
-            : null,
-        /**
-         * Finishes an owned attempt with a WIT effect-result: what finishing did.
-         * A store that cannot be reached is tried again on the core's schedule
-         * (about 3 s); `onRetry(error, ms)` hears of each failed try.
-         */
-        finish: async (key, ownerToken, wit, onRetry) => {
-          for (const ms of finishRetries) {
-            try {
-              return await finish(key, ownerToken, { wit });
-            } catch (e) {
-              if (!(e instanceof IntentkeyError && e.code === 'store-unavailable')) throw e;
-              onRetry?.(e, ms);
-              await new Promise((resolve) => setTimeout(resolve, ms));
-            }
+        serve(request) {
+          if (endpoint === null || typeof endpoint[SERVE] !== 'function') {
+            throw new TypeError('createGuard: serving requests needs an endpoint (createGuard({ store, endpoint }))');
           }
-          return finish(key, ownerToken, { wit });
+          const flow = endpoint[SERVE](request, rules, internal.seed(), now());
+          const next = sync ? (done) => flow.advance(store, done) : (done) => (done === undefined ? flow.start() : flow.resume(done));
+          return Object.freeze({ next, perform: performOrFail, drop: () => flow.drop() });
         },
-        /** The same, returning (not a promise) on a synchronous store; null otherwise. */
-        finishSync: sync ? (key, ownerToken, wit) => internal.driving(store, null, (g) => g.finish(key, ownerToken, wit, now(), rules)) : null,
         now,
       }),
       [RUN]: runAs,

@@ -242,8 +242,8 @@ export function createInstance({ instantiate, getCoreModule, world }) {
    * recovery, the synchronous look-up `ask`, which answers a WIT lookup and never
    * throws). The store is active for exactly this call.
    */
-  function driving(store, ask, fn) {
-    const inst = instance();
+  function driving(store, ask, fn, on) {
+    const inst = on ?? instance();
     if (inst.guard === undefined) throw new TypeError('this component has no guard export (world `pure`)');
     host.store = store;
     host.ask = ask;
@@ -262,10 +262,12 @@ export function createInstance({ instantiate, getCoreModule, world }) {
   /**
    * A flow of the `flows` resource (the sans-I/O claim flow), for hosts that do
    * their own I/O: `create(Flow)` makes it; start, resume and drop it through the
-   * returned handle. Every call translates errors; drop() is idempotent.
+   * returned handle. Every call translates errors; drop() is idempotent. `on`:
+   * the instance a resource the flow uses lives in (an endpoint's), else the
+   * current one.
    */
-  function flow(create) {
-    const inst = instance();
+  function flow(create, on) {
+    const inst = on ?? instance();
     let resource = callOn(inst, (i) => create(i.flows.Flow));
     return {
       start: () => callOn(inst, () => resource.start()),
@@ -277,7 +279,7 @@ export function createInstance({ instantiate, getCoreModule, world }) {
        * `guard` export, world `intentkey`): store operations run through the
        * `store` import until the flow needs the effect or a look-up, or is done.
        */
-      advance: (store, done) => driving(store, null, (g) => g.advance(resource, done)),
+      advance: (store, done) => driving(store, null, (g) => g.advance(resource, done), inst),
       drop() {
         const r = resource;
         if (r === null) return;

@@ -83,7 +83,7 @@ describe('Fastify: particulars', () => {
     }
   });
 
-  test('the store cannot be reached: the core’s 503; any other store failure goes to Fastify’s error handler as an IntentkeyError', async () => {
+  test('the store cannot be reached: the core’s 503; a store that answers with an error: the core’s 500, reported through onError, never Fastify’s error handler', async () => {
     let mode = 'unavailable';
     const failing = {
       kind: 'failing',
@@ -99,7 +99,8 @@ describe('Fastify: particulars', () => {
       purge: () => 0,
     };
     const errors = [];
-    const { f, send, runs } = await app({ store: failing }, {}, (instance) =>
+    const reported = [];
+    const { f, send, runs } = await app({ store: failing, onError: (e, context) => reported.push([e, context]) }, {}, (instance) =>
       instance.setErrorHandler((e, request, reply) => {
         errors.push(e);
         reply.code(599).send({ code: e.code });
@@ -110,8 +111,12 @@ describe('Fastify: particulars', () => {
       assert.deepEqual([r.status, r.header('retry-after')], [503, '1']);
       mode = 'failed';
       const f2 = await send({ headers: headers('s-1'), body: '{}' });
-      assert.equal(f2.status, 599);
-      assert.ok(errors[0] instanceof IntentkeyError && errors[0].code === 'store-failed');
+      assert.equal(f2.status, 500);
+      assert.equal(JSON.parse(f2.text ?? new TextDecoder().decode(f2.body)).type, 'https://intentkey.dev/problems/outcome-unknown');
+      assert.deepEqual(errors, [], 'the framework’s error handler never sees a store failure');
+      const [error, context] = reported.at(-1);
+      assert.ok(error instanceof IntentkeyError && error.code === 'store-failed' && error.message === 'store failed');
+      assert.equal(context.phase, 'claim');
       assert.equal(runs(), 0);
     } finally {
       await f.close();

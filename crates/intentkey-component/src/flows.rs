@@ -1,16 +1,19 @@
-//! The `flows` export: the core's sans-I/O claim flows as one resource.
+//! The `flows` export: the core's sans-I/O flows (claims, runs, requests)
+//! as one resource.
 
 use std::cell::RefCell;
 
 use crate::bindings::exports::intentkey::core::flows::{
     self as wit, GuestFlow, ListRequest, Op, OpResult, Output, Step,
 };
+use crate::bindings::exports::intentkey::core::http::{EndpointBorrow, Request};
 use crate::bindings::intentkey::core::types as t;
 use crate::convert::{
     attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
     record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
     run_outcome_out, run_spec_in, status_out, wit_error,
 };
+use crate::http::{failure_in, handled_in, incoming, key_values, served_out, Endpoint};
 use crate::Component;
 use intentkey::claim::{self as core, Flow as _};
 
@@ -22,6 +25,7 @@ pub(crate) enum AnyFlow {
     Due(core::DueFlow),
     Purge(core::PurgeFlow),
     Run(Box<core::RunFlow>),
+    Serve(Box<intentkey::http::ServeFlow>),
 }
 
 fn step<T>(step: core::Step<T>, out: impl FnOnce(T) -> Output) -> Step {
@@ -40,6 +44,36 @@ impl AnyFlow {
             AnyFlow::Due(f) => step(f.start(), Output::Due),
             AnyFlow::Purge(f) => step(f.start(), Output::Purged),
             AnyFlow::Run(f) => step(f.start(), |o| Output::Ran(run_outcome_out(o))),
+            AnyFlow::Serve(f) => step(f.start(), |o| Output::Served(served_out(o))),
+        }
+    }
+
+    /// Whether this flow takes a store failure as a result (a serve flow)
+    /// rather than failing with it.
+    #[cfg(feature = "guard")]
+    pub(crate) fn takes_failures(&self) -> bool {
+        matches!(self, AnyFlow::Serve(_))
+    }
+
+    /// Resumes with a WIT result: a handler's outcome goes to a serve flow,
+    /// anything else to the core's `resume`.
+    pub(crate) fn resume_wit(&mut self, result: OpResult) -> Result<Step, t::Error> {
+        let OpResult::Handled(outcome) = result else {
+            return self.resume(op_result_in(result));
+        };
+        match self {
+            AnyFlow::Serve(f) => Ok(step(
+                f.handled(handled_in(outcome.handled), outcome.now)
+                    .map_err(|e| wit_error(e.into()))?,
+                |o| Output::Served(served_out(o)),
+            )),
+            _ => Err(wit_error(
+                core::FlowError::Misuse {
+                    expected: "a store or effect result",
+                    got: "handled",
+                }
+                .into(),
+            )),
         }
     }
 
@@ -60,6 +94,9 @@ impl AnyFlow {
             AnyFlow::Run(f) => step(f.resume(result).map_err(err)?, |o| {
                 Output::Ran(run_outcome_out(o))
             }),
+            AnyFlow::Serve(f) => step(f.resume(result).map_err(err)?, |o| {
+                Output::Served(served_out(o))
+            }),
         })
     }
 }
@@ -78,6 +115,7 @@ pub(crate) fn op_out(op: core::Op) -> Op {
         core::Op::Purge { now } => Op::Purge(now),
         core::Op::Ask(key) => Op::Ask(key),
         core::Op::Effect(key) => Op::Effect(key),
+        core::Op::Wait(ms) => Op::Wait(ms),
     }
 }
 
@@ -90,6 +128,14 @@ pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
         OpResult::Purged(n) => core::OpResult::Purged(n),
         OpResult::Answered(l) => core::OpResult::Answered(lookup_in(l)),
         OpResult::Effected(e) => core::OpResult::Effected(effect_in(e.result), e.now),
+        OpResult::Failed(e) => core::OpResult::Failed(failure_in(e)),
+        OpResult::Waited => core::OpResult::Waited,
+        // `resume_wit` hands a handler's outcome to the serve flow; as a
+        // store result it is nothing any flow waits for.
+        OpResult::Handled(_) => core::OpResult::Failed(core::StoreFailure {
+            unavailable: false,
+            message: "a handler's outcome where a store result was due".to_owned(),
+        }),
     }
 }
 
@@ -176,9 +222,30 @@ impl GuestFlow for FlowResource {
         ))))
     }
 
+    fn serve(
+        endpoint: EndpointBorrow<'_>,
+        request: Request,
+        rules: t::Rules,
+        seed: Vec<u8>,
+        now: i64,
+    ) -> Result<wit::Flow, t::Error> {
+        let endpoint = &endpoint.get::<Endpoint>().0;
+        let key_values = key_values(&request);
+        let flow = intentkey::http::ServeFlow::new(
+            endpoint,
+            &incoming(&request, &key_values),
+            rules_in(rules),
+            seed_in(&seed)?,
+            now,
+        )
+        .map_err(wit_error)?;
+        Ok(Self::handle(AnyFlow::Serve(Box::new(flow))))
+    }
+
     fn owner_token(&self) -> String {
         match &*self.0.borrow() {
             AnyFlow::Run(f) => f.owner_token(),
+            AnyFlow::Serve(f) => f.owner_token().to_owned(),
             _ => String::new(),
         }
     }
@@ -188,7 +255,7 @@ impl GuestFlow for FlowResource {
     }
 
     fn resume(&self, result: OpResult) -> Result<Step, t::Error> {
-        self.0.borrow_mut().resume(op_result_in(result))
+        self.0.borrow_mut().resume_wit(result)
     }
 }
 

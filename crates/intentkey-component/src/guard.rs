@@ -2,22 +2,18 @@
 //! `store` and `gateway` (world `intentkey`, for synchronous hosts).
 
 use crate::bindings::exports::intentkey::core::flows::{FlowBorrow, Op, OpResult, Step};
-use crate::bindings::exports::intentkey::core::guard::{
-    self as wit, Claimed, ClaimedAttempt, Recovery, Served,
-};
-use crate::bindings::exports::intentkey::core::http::{EndpointBorrow, Request};
+use crate::bindings::exports::intentkey::core::guard::{self as wit, Claimed, Recovery};
 use crate::bindings::intentkey::core::types as t;
 use crate::bindings::intentkey::core::{gateway, random, store};
 use crate::convert::{
-    attempt_in, attempt_out, completion_out, effect_in, finished_out, lookup_in, outcome_out,
-    record_in, record_out, recovered_out, recovery_rules_in, release_out, replacement_out,
-    rules_in, status_out, store_error, wit_error,
+    attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
+    record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
+    status_out, store_error, wit_error,
 };
-use crate::flows::{op_result_in, FlowResource};
-use crate::http::{incoming, key_values, reply_out, Endpoint};
+use crate::flows::FlowResource;
+use crate::http::failure_in;
 use crate::Component;
 use intentkey::claim::{self as core, ClaimStore, DriveError};
-use intentkey::http::{ServeError, Served as CoreServed};
 
 /// The host's store, as the core's `ClaimStore`.
 struct Imported;
@@ -65,7 +61,7 @@ fn new_token() -> Result<String, t::Error> {
 }
 
 /// Performs one store operation of a flow on the imported store.
-fn perform(op: Op) -> Result<core::OpResult, t::Error> {
+fn perform(op: Op) -> Result<Result<core::OpResult, t::StoreError>, t::Error> {
     let result = match op {
         Op::Insert(r) => store::insert(&r).map(core::OpResult::Inserted),
         Op::Get(key) => store::get(&key).map(|r| core::OpResult::Got(r.map(record_in))),
@@ -76,14 +72,14 @@ fn perform(op: Op) -> Result<core::OpResult, t::Error> {
             .map(|rs| core::OpResult::Listed(rs.into_iter().map(record_in).collect())),
         Op::Purge(now) => store::purge(now).map(core::OpResult::Purged),
         // The host's own: `advance` hands these back before performing.
-        Op::Ask(_) | Op::Effect(_) => {
+        Op::Ask(_) | Op::Effect(_) | Op::Wait(_) => {
             return Err(wit_error(intentkey::Error::new(
                 intentkey::ErrorCode::FlowMisuse,
                 "the guard was asked to perform the host's own operation (a bug)",
             )))
         }
     };
-    result.map_err(store_error)
+    Ok(result)
 }
 
 impl wit::Guest for Component {
@@ -92,16 +88,21 @@ impl wit::Guest for Component {
         let mut any = resource.0.borrow_mut();
         let mut step = match done {
             None => any.start(),
-            Some(result) => any.resume(op_result_in(result))?,
+            Some(result) => any.resume_wit(result)?,
         };
         loop {
             step = match step {
-                Step::Io(op @ (Op::Ask(_) | Op::Effect(_))) => return Ok(Step::Io(op)),
-                Step::Done(out) => return Ok(Step::Done(out)),
-                Step::Io(op) => {
-                    let result = perform(op)?;
-                    any.resume(result)?
+                Step::Io(op @ (Op::Ask(_) | Op::Effect(_) | Op::Wait(_))) => {
+                    return Ok(Step::Io(op))
                 }
+                Step::Done(out) => return Ok(Step::Done(out)),
+                Step::Io(op) => match perform(op)? {
+                    Ok(result) => any.resume(result)?,
+                    Err(e) if any.takes_failures() => {
+                        any.resume(core::OpResult::Failed(failure_in(e)))?
+                    }
+                    Err(e) => return Err(store_error(e)),
+                },
             };
         }
     }
@@ -117,28 +118,6 @@ impl wit::Guest for Component {
             outcome: outcome_out(outcome),
             owner_token,
         })
-    }
-
-    fn serve(endpoint: EndpointBorrow<'_>, request: Request, now: i64) -> Result<Served, t::Error> {
-        let endpoint = &endpoint.get::<Endpoint>().0;
-        let owner_token = new_token()?;
-        let key_values = key_values(&request);
-        let served = endpoint.serve(
-            &mut Imported,
-            &incoming(&request, &key_values),
-            &owner_token,
-            now,
-        );
-        match served {
-            Ok(CoreServed::Answer(reply)) => Ok(Served::Answer(reply_out(reply))),
-            Ok(CoreServed::Unguarded) => Ok(Served::Unguarded),
-            Ok(CoreServed::Owned(attempt)) => Ok(Served::Owned(ClaimedAttempt {
-                attempt: attempt_out(attempt),
-                owner_token,
-            })),
-            Err(ServeError::Store(e)) => Err(store_error(e)),
-            Err(ServeError::Rules(e)) => Err(wit_error(e)),
-        }
     }
 
     fn finish(

@@ -86,6 +86,75 @@ impl wit::Guest for Component {
     fn classify_error_status(status: u16) -> t::OutcomeClass {
         class_out(core::classify_error_status(status))
     }
+
+    fn default_methods() -> Vec<String> {
+        core::DEFAULT_METHODS
+            .iter()
+            .map(|m| (*m).to_owned())
+            .collect()
+    }
+}
+
+/// What a WIT handler did, as the core's serve flow takes it.
+pub(crate) fn handled_in(h: wit::Handled) -> core::Handled {
+    match h {
+        wit::Handled::Answered(reply) => core::Handled::Answered {
+            status: reply.status,
+            headers: reply.headers,
+            body: reply.body,
+        },
+        wit::Handled::Raised(status) => core::Handled::Raised(status),
+        wit::Handled::Failed => core::Handled::Failed,
+    }
+}
+
+fn path_out(p: core::ServePath) -> wit::ServePath {
+    match p {
+        core::ServePath::Refused => wit::ServePath::Refused,
+        core::ServePath::Unguarded => wit::ServePath::Unguarded,
+        core::ServePath::Replay => wit::ServePath::Replay,
+        core::ServePath::InFlight => wit::ServePath::InFlight,
+        core::ServePath::PayloadConflict => wit::ServePath::PayloadConflict,
+        core::ServePath::Unavailable => wit::ServePath::Unavailable,
+        core::ServePath::Handler => wit::ServePath::Handler,
+        core::ServePath::Released => wit::ServePath::Released,
+        core::ServePath::Failed => wit::ServePath::Failed,
+    }
+}
+
+/// A store failure as the WIT reports it.
+pub(crate) fn failure_out(f: intentkey::claim::StoreFailure) -> t::StoreError {
+    if f.unavailable {
+        t::StoreError::Unavailable(f.message)
+    } else {
+        t::StoreError::Failed(f.message)
+    }
+}
+
+/// A WIT store error as the core's store failure.
+pub(crate) fn failure_in(e: t::StoreError) -> intentkey::claim::StoreFailure {
+    match e {
+        t::StoreError::Unavailable(message) => intentkey::claim::StoreFailure {
+            unavailable: true,
+            message,
+        },
+        t::StoreError::Failed(message) => intentkey::claim::StoreFailure {
+            unavailable: false,
+            message,
+        },
+    }
+}
+
+/// How a request ended, for the WIT.
+pub(crate) fn served_out(s: core::Served) -> wit::Served {
+    wit::Served {
+        path: path_out(s.path),
+        reply: s.reply.map(reply_out),
+        finished: s.finished.map(crate::convert::finished_out),
+        finish_retries: s.finish_retries,
+        claim_failure: s.claim_failure.map(failure_out),
+        finish_failures: s.finish_failures.into_iter().map(failure_out).collect(),
+    }
 }
 
 fn with_policies(

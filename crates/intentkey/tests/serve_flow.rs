@@ -223,6 +223,12 @@ fn a_completion_that_fails_is_tried_again_on_the_cores_schedule() {
     assert_eq!(run.served.path, ServePath::Handler);
     assert_eq!(run.served.finished, Some(Finished::Stored));
     assert_eq!(run.served.finish_retries, 2);
+    assert_eq!(
+        run.served.finish_failures.len(),
+        2,
+        "each failure is handed to the host to report"
+    );
+    assert_eq!(run.served.finish_failures[0].message, "connection refused");
     let replay = serve(&e, &mut store, &r, 2, created(), &mut Faults::default());
     assert_eq!(replay.served.path, ServePath::Replay);
     assert!(!replay.handler_ran);
@@ -313,6 +319,11 @@ fn a_store_that_fails_the_claim_gets_the_cores_answer_and_runs_nothing() {
             assert!(reply.header("content-type").is_some());
             assert!(!String::from_utf8_lossy(&reply.body).contains("connection refused"));
             assert!(store.records().is_empty());
+            let failure = run.served.claim_failure.unwrap();
+            assert_eq!(
+                (failure.unavailable, failure.message.as_str()),
+                (unavailable, "connection refused")
+            );
         }
     }
 }

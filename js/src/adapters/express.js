@@ -1,7 +1,7 @@
 // intentkey/express: idempotency middleware for Express (4 and 5) and for plain
 // node:http `(req, res, next)` handlers. Thin: it reads the request, runs the
-// shared pipeline (http/pipeline.js: the core admits, the guard claims, the core
-// answers) and writes the reply.
+// shared pipeline (http/pipeline.js: the core's serve flow admits, claims,
+// captures, finishes and answers) and writes the reply.
 //
 // The body is fingerprinted as it was sent. Mounted before the body parsers (the
 // recommended place), the middleware reads the raw stream itself and gives the
@@ -23,7 +23,7 @@
 // claim is released, so a retry runs again instead of getting 409.
 import { createPipeline, init } from '../http/node.js';
 import { discardRest, peekBody, unread } from '../http/node-body.js';
-import { headerPairs } from '../http/pipeline.js';
+import { errorStatus as errorStatusOf, headerPairs } from '../http/pipeline.js';
 
 export { init };
 
@@ -114,10 +114,12 @@ function responseHeaders(res) {
 
 /**
  * Holds back what the handler writes to `res` until the record is finished.
- * `done` resolves with { response } once the handler ends the response, or with
- * { error } when it failed (fail()). On a synchronous store (the ticket has
- * completeSync) the record is finished inside the handler's end() and the
- * answer sent right after: `done` then resolves with { sent: true }.
+ * When the handler ends the response, the ticket gets its answer: on a
+ * synchronous store the record is finished inside end() and the answer sent
+ * right after (`done` resolves with { sent: true }); otherwise `done` resolves
+ * with { pending } (the finish in progress). A failure (fail()) resolves it
+ * with { error, next } (next: the error handler's, when the error came
+ * through onError).
  */
 function capture(res, ticket) {
   const names = ['writeHead', 'write', 'end', 'flushHeaders'];
@@ -167,23 +169,27 @@ function capture(res, ticket) {
       size += buf.length;
     }
     if (typeof cb === 'function') callbacks.push(cb);
+    if (released) {
+      // The framework's answer to an error the core released the claim for: sent, not stored.
+      flush();
+      return res;
+    }
     if (settled) return res;
     settled = true;
     // Express ends a response with one end(chunk): that chunk is the body.
     const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-    const response = {
+    const answered = ticket.answerNow({
       status: res.statusCode,
       headers: responseHeaders(res),
       body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength),
-    };
-    if (ticket.completeSync !== null) {
+    });
+    if (typeof answered.then !== 'function') {
       // Finished (stored, released or superseded) before a byte is sent.
-      ticket.completeSync(response, released);
       flush();
       settle({ sent: true });
       return res;
     }
-    settle({ response, released });
+    settle({ pending: answered });
     return res;
   };
 
@@ -214,8 +220,8 @@ function capture(res, ticket) {
       return settled;
     },
     /**
-     * An error of the released class: what the handler wrote is dropped, and
-     * the next error handler's answer is captured, finished as released and sent.
+     * An error the core released the claim for: what the handler wrote is
+     * dropped, and the next error handler's answer is sent as it is, unstored.
      */
     answerUnstored() {
       released = true;
@@ -226,10 +232,10 @@ function capture(res, ticket) {
     },
     ticket,
     /** The handler failed: nothing of what it wrote is sent or stored. */
-    fail(error) {
+    fail(error, next) {
       if (settled) return false;
       settled = true;
-      settle({ error });
+      settle({ error, next });
       return true;
     },
     flush,
@@ -288,13 +294,22 @@ export function idempotency(options) {
     }
     const outcome = await held.done;
     if (outcome.sent === true) return;
-    if (outcome.response !== undefined) {
+    if (outcome.pending !== undefined) {
       // Owned: what the handler wrote goes out whatever finishing did (stored,
       // released for a retry, or superseded by a recovery).
-      await ticket.complete(outcome.response, outcome.released);
+      await outcome.pending;
       held.flush();
+      return;
+    }
+    const raised = await ticket.raise(outcome.error);
+    if (raised.path !== 'released') {
+      held.replace(raised.reply);
+    } else if (outcome.next !== undefined) {
+      // Released: the next error handler answers, and its answer is not stored.
+      held.answerUnstored();
+      outcome.next(outcome.error);
     } else {
-      held.replace(await ticket.fail(outcome.error));
+      held.replace({ status: errorStatusOf(outcome.error), headers: [], body: EMPTY });
     }
   }
 
@@ -311,15 +326,7 @@ export function idempotency(options) {
    */
   middleware.onError = function idempotencyOnError(err, req, res, next) {
     const held = req[HELD];
-    if (held !== undefined && !held.settled) {
-      if (held.ticket.errorClass(err) === 'released') {
-        held.answerUnstored();
-        next(err);
-        return;
-      }
-      held.fail(err);
-      return;
-    }
+    if (held !== undefined && held.fail(err, next)) return;
     next(err);
   };
   middleware.endpoint = endpoint;

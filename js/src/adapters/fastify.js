@@ -165,24 +165,18 @@ async function intentkeyPlugin(fastify, options) {
   fastify.addHook('onSend', async (request, reply, payload) => {
     const ticket = request[TICKET];
     if (ticket === undefined || ticket.settled) return payload;
-    if (request[THROWN] !== undefined && ticket.errorClass(request[THROWN]) === 'released') {
-      // Fastify answered the error with its 4xx: sent, the claim released.
-      const { bytes, payload: out } = await payloadBytes(payload);
-      await ticket.complete(
-        { status: reply.statusCode, headers: headerPairs(Object.entries(reply.getHeaders())), body: bytes },
-        true,
-      );
-      return out;
-    }
     if (request[THROWN] !== undefined) {
-      const failed = await ticket.fail(request[THROWN], (message, error) => request.log.error({ err: error }, message));
+      const raised = await ticket.raise(request[THROWN], (message, error) => request.log.error({ err: error }, message));
+      // Released (a 4xx): Fastify's answer to the error goes out, unstored.
+      if (raised.path === 'released') return payload;
+      const failed = raised.reply;
       for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
       reply.code(failed.status);
       for (const [name, value] of failed.headers) reply.header(name, value);
       return Buffer.from(failed.body.buffer, failed.body.byteOffset, failed.body.byteLength);
     }
     const { bytes, payload: out } = await payloadBytes(payload);
-    await ticket.complete({
+    await ticket.answer({
       status: reply.statusCode,
       headers: headerPairs(Object.entries(reply.getHeaders())),
       body: bytes,

@@ -137,24 +137,22 @@ export function fetchAdapter(createPipeline) {
     } finally {
       contexts.delete(request);
     }
-    // An error of the released class (a 4xx status): answered by the framework
-    // when it did (Hono's c.res), else thrown on; the claim is released.
-    const released = outcome.error !== undefined && ticket.errorClass(outcome.error) === 'released';
-    if (released && outcome.response === undefined) {
-      await ticket.release();
-      throw outcome.error;
+    if (outcome.error !== undefined) {
+      const raised = await ticket.raise(outcome.error);
+      if (raised.path !== 'released') return { response: toResponse(raised.reply) };
+      // Released (a 4xx): the framework's answer to the error (Hono's c.res)
+      // goes out unstored, else the error is thrown on.
+      if (outcome.response === undefined) throw outcome.error;
+      return { response: outcome.response };
     }
-    if (outcome.error === undefined || released) {
-      let captured;
-      try {
-        captured = await captureResponse(outcome.response);
-      } catch (error) {
-        return { response: toResponse(await ticket.fail(error)) };
-      }
-      await ticket.complete(captured.captured, released);
-      return { response: captured.response };
+    let captured;
+    try {
+      captured = await captureResponse(outcome.response);
+    } catch (error) {
+      return { response: toResponse((await ticket.raise(error)).reply) };
     }
-    return { response: toResponse(await ticket.fail(outcome.error)) };
+    await ticket.answer(captured.captured);
+    return { response: captured.response };
   }
 
   /**

@@ -1,24 +1,16 @@
 // The one HTTP pipeline every adapter (Express and node:http, Fastify, fetch and
 // Hono) runs; the adapters only read the request and write the reply.
 //
-//   1. admit: the endpoint (the core's `http` interface) parses the key, checks
-//      the body size and derives the tenant-scoped storage key and the request
-//      fingerprint, or refuses (400, 413, 422…) or lets the request run unguarded;
-//   2. claim: the guard runs the core's claim flow on the store (memory and
-//      SQLite through the component's guard export, PostgreSQL through its
-//      flows); an attempt that does not own the effect gets the endpoint's answer
-//      (the replay, 409 with Retry-After, the profile's payload conflict); a store
-//      that cannot be reached gets the endpoint's 503;
-//   3. the owner's handler runs; what it answers is captured (status, headers,
-//      bytes) and finished by its outcome class (a release status such as 429 or
-//      503 releases the claim; anything else is stored), then sent as it was;
-//      a handler that throws leaves the record in flight and gets the endpoint's
-//      500 (no stack trace, no message); an error that carries a status
-//      (`status`/`statusCode`, as body parsers and http-errors set it) is
-//      settled by the core's classify-error-status (a 4xx releases the claim and
-//      the framework's answer to it goes out unstored).
-//
-// No HTTP rule is here: every status, header and body of an answer is the core's.
+// Everything a request goes through is the core's serve flow (WIT
+// `flows.flow.serve`): admit (key, body, storage key, fingerprint, or a
+// refusal), claim (replay, 409, the payload conflict, 503 or 500 when the store
+// fails), the owner's handler (op `effect`), capture (what is stored of its
+// answer), finish by the outcome class (a completion the store could not take is
+// tried again after the pause the flow asks for, op `wait`), and the answer.
+// This file performs what the flow asks for (an asynchronous store's
+// operations; a synchronous store's run inside the component), hands it the
+// handler's outcome, and reports store failures and handler errors through
+// `onError`. No HTTP rule and no sequence of claims is here.
 import { IntentkeyError } from '../errors.js';
 import { PIPELINE } from '../guard.js';
 import { bytesIn } from '../claims.js';
@@ -50,12 +42,17 @@ export function errorStatus(error) {
   return null;
 }
 
-/** The methods guarded by default: the non-idempotent ones the Idempotency-Key draft names. */
-export const DEFAULT_METHODS = Object.freeze(['POST', 'PATCH']);
 
 const FAILED = Object.freeze({ tag: 'failed' });
-const REFUSED = Object.freeze({ tag: 'refused', val: undefined });
 const EMPTY = new Uint8Array(0);
+
+/** A store failure the core handed back in its output, as an error to report. */
+function failureError(f) {
+  return new IntentkeyError(f.tag === 'unavailable' ? 'store-unavailable' : 'store-failed', f.val);
+}
+
+/** Whether a served output carries store failures. */
+const hasFailures = (out) => (out.finishFailures?.length ?? 0) > 0 || (out.claimFailure ?? null) !== null;
 
 function optionError(option, message) {
   return new IntentkeyError('invalid-argument', `intentkey: \`${option}\` ${message}`, option);
@@ -135,11 +132,11 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       if (e instanceof IntentkeyError) throw e;
       throw optionError(/store/.test(e.message) ? 'store' : 'options', `: ${e.message}`);
     }
-    const { claim, finish, finishSync, now, serve } = guard[PIPELINE];
+    const { now } = guard[PIPELINE];
     const tenant = functionOrString(options.tenant, 'tenant', 'default');
     const route = options.route ?? null;
     if (route !== null && typeof route !== 'function') throw optionError('route', 'must be a function of the request');
-    const methods = new Set((options.methods ?? DEFAULT_METHODS).map((m) => String(m).toUpperCase()));
+    const methods = new Set((options.methods ?? endpoint.defaultMethods).map((m) => String(m).toUpperCase()));
     const onError = options.onError ?? null;
     if (onError !== null && typeof onError !== 'function') throw optionError('onError', 'must be a function (error, context)');
 
@@ -185,158 +182,168 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       return admission;
     }
 
-    /** A claim that failed: the core's 503 when the store cannot be reached (reported); any other failure is thrown. */
-    function unreachable(e, key) {
-      if (!(e instanceof IntentkeyError && e.code === 'store-unavailable')) throw e;
-      report(e, { phase: 'claim', key });
-      return { tag: 'reply', reply: endpoint.unavailable(now()) };
-    }
 
     /**
-     * Claims an admitted attempt: { tag: 'reply', reply } (a replay, 409, the
-     * payload conflict, or 503 when the store cannot be reached) or
-     * { tag: 'owned', ticket }. Any other store failure is thrown (a clear
-     * IntentkeyError: store-failed and what the store said).
+     * Drives the core's serve flow from `step` until it needs the handler (op
+     * `effect`: { tag: 'owned', step }) or ends ({ tag: 'served', served }).
+     * An asynchronous store's operations are performed here, one awaited at a
+     * time; a failure goes to the flow, which decides (503 or 500 before the
+     * claim; tried again after the pause it asks for, op `wait`, while
+     * finishing), and is reported as it happens. A synchronous store's
+     * operations run inside the component (next), and the failures it met
+     * are reported from the flow's output.
      */
-    async function claimAttempt(attempt) {
-      let claimed;
-      try {
-        claimed = await claim(attempt);
-      } catch (e) {
-        return unreachable(e, attempt.key);
+    async function drive(flow, step, key) {
+      let failed = null;
+      let seen = 0;
+      const waits = [];
+      while (step.tag === 'io') {
+        const op = step.val;
+        if (op.tag === 'effect') return { tag: 'owned', step };
+        if (op.tag === 'wait') {
+          waits.push(op.val);
+          if (failed !== null) report(failed, { phase: 'complete', key, retryInMs: op.val });
+          failed = null;
+          await new Promise((resolve) => setTimeout(resolve, op.val));
+          step = flow.next({ tag: 'waited' });
+          continue;
+        }
+        const { result, error } = await flow.perform(op);
+        if (error !== null) seen++;
+        failed = error;
+        step = flow.next(result);
       }
-      const { outcome, ownerToken } = claimed;
-      if (outcome.tag !== 'owned') return { tag: 'reply', reply: endpoint.answer(outcome, now()) };
-      return { tag: 'owned', ticket: ticketFor(attempt, ownerToken) };
+      const out = step.val.val;
+      if (failed !== null) report(failed, { phase: out.path === 'unavailable' ? 'claim' : 'complete', key });
+      if (seen === 0) {
+        if (out.claimFailure !== undefined && out.claimFailure !== null) report(failureError(out.claimFailure), { phase: 'claim', key });
+        (out.finishFailures ?? []).forEach((f, i) =>
+          report(failureError(f), { phase: 'complete', key, ...(i < waits.length ? { retryInMs: waits[i] } : {}) }),
+        );
+      }
+      return { tag: 'served', served: out };
     }
 
     /**
-     * admit and claim in one: { tag: 'reply', reply } (refused, a replay, 409,
-     * the payload conflict, or 503 when the store cannot be reached),
+     * Serves `request` up to its handler: { tag: 'reply', reply } (refused, a
+     * replay, 409, the payload conflict, 503 or 500 when the store failed),
      * { tag: 'unguarded' } or { tag: 'owned', ticket }. On a synchronous store
-     * (memory, SQLite) it is one component call; otherwise admit, then claim.
+     * (memory, SQLite) that is one component call.
      */
     async function serveRequest(request) {
-      if (serve === null) {
-        const admission = admit(request);
-        if (admission.tag !== 'guarded') return admission;
-        return claimAttempt(admission.attempt);
-      }
-      let served;
+      const flow = guard[PIPELINE].serve(request);
+      let end;
       try {
-        served = serve(request);
+        end = await drive(flow, flow.next(undefined), null);
       } catch (e) {
-        return unreachable(e, null);
+        flow.drop();
+        throw e;
       }
-      if (served.tag !== 'owned') return served;
-      return { tag: 'owned', ticket: ticketFor(served.attempt, served.ownerToken) };
+      if (end.tag === 'owned') return { tag: 'owned', ticket: ticketFor(flow, end.step.val.val, request.tenantId) };
+      flow.drop();
+      const out = end.served;
+      if (out.path === 'unguarded') return { tag: 'unguarded' };
+      return { tag: 'reply', reply: out.reply };
     }
 
-    /** An owned attempt in progress: what the adapter finishes it with. */
-    function ticketFor(attempt, ownerToken) {
+    /** An owned request in progress: what the adapter hands the handler's outcome to. */
+    function ticketFor(flow, key, tenantId) {
       let settled = false;
       const once = () => {
         if (settled) throw new Error('intentkey: this request was already finished (a bug in the adapter)');
         settled = true;
       };
-      /**
-       * The WIT effect-result of a captured answer (failed when it cannot be
-       * read); `refused` (released, the answer not stored) when `released`.
-       */
-      function effectOf(captured, released = false) {
+      const result = (out) => ({ path: out.path, reply: out.reply ?? null, finished: out.finished ?? null });
+      /** What the adapter does when the flow itself broke (a bug): report; 500 for a failure, else send the answer. */
+      function broken(e, handled) {
+        flow.drop();
+        report(e, { phase: 'complete', key });
+        return handled.tag === 'answered'
+          ? { path: 'handler', reply: null, finished: null }
+          : { path: 'failed', reply: endpoint.failed(now()), finished: null };
+      }
+      /** Resumes the flow with what the handler did: the result itself when the flow ends at once, else a promise. */
+      function resumeNow(handled) {
+        let step;
         try {
-          // What is stored is the core's rule (allow-listed headers, the cap on stored answers).
-          const response = endpoint.capture(
-            captured.status,
-            headerPairs(captured.headers),
-            bytesIn(captured.body ?? EMPTY, 'the response body'),
-          );
-          return released ? { tag: 'refused', val: response } : { tag: 'answered', val: response };
+          step = flow.next({ tag: 'handled', val: { handled, now: BigInt(now()) } });
         } catch (e) {
-          report(e, { phase: 'capture', key: attempt.key });
+          return broken(e, handled);
+        }
+        if (step.tag === 'done' && !hasFailures(step.val.val)) {
+          flow.drop();
+          return result(step.val.val);
+        }
+        return drive(flow, step, key).then(
+          (end) => {
+            flow.drop();
+            return result(end.served);
+          },
+          (e) => broken(e, handled),
+        );
+      }
+    /** The WIT handled of a captured answer, or failed when it cannot be read. */
+      function answeredOf(captured) {
+        try {
+          return {
+            tag: 'answered',
+            val: {
+              status: captured.status,
+              headers: headerPairs(captured.headers),
+              body: bytesIn(captured.body ?? EMPTY, 'the response body'),
+            },
+          };
+        } catch (e) {
+          report(e, { phase: 'capture', key });
           return FAILED;
         }
       }
       return {
-        idempotency: Object.freeze({ key: attempt.key, tenantId: attempt.tenantId }),
+        idempotency: Object.freeze({ key, tenantId }),
         get settled() {
           return settled;
         },
         /**
-         * The handler answered { status, headers: [name, value][], body }:
-         * finished by its outcome class. Resolves with what finishing did
-         * ('stored', 'released', 'superseded'), or null when the store failed
-         * (reported; the record stays in flight and recovery settles it).
-         * Never rejects: the handler's answer goes to the client either way.
+         * The handler answered { status, headers: [name, value][], body }: the
+         * core captures what is stored of it and finishes the record (a store
+         * that cannot be reached is tried again on the core's schedule). The
+         * answer goes to the client as it was, whatever finishing did.
+         * Resolves with { path: 'handler', reply: null, finished } (finished
+         * null when the store failed on every try: the record stays in flight).
+         * Never rejects.
          */
-        async complete(captured, released = false) {
+        async answer(captured) {
           once();
-          const retried = (e, ms) => report(e, { phase: 'complete', key: attempt.key, retryInMs: ms });
-          try {
-            return await finish(attempt.key, ownerToken, effectOf(captured, released), retried);
-          } catch (e) {
-            report(e, { phase: 'complete', key: attempt.key });
-            return null;
-          }
+          return resumeNow(answeredOf(captured));
         },
         /**
-         * complete(), finished before it returns (no promise), on a synchronous
-         * store (memory, SQLite); null on the others. An adapter that has the
-         * handler's whole answer in hand finishes the record and sends the
-         * answer in the same turn.
+         * answer(), returning the result itself (no promise) when the flow
+         * ends at once (a synchronous store that did not fail), else a promise:
+         * an adapter that has the whole answer in hand finishes and sends it in
+         * the same turn.
          */
-        completeSync:
-          finishSync === null
-            ? null
-            : (captured, released = false) => {
-                once();
-                try {
-                  return finishSync(attempt.key, ownerToken, effectOf(captured, released));
-                } catch (e) {
-                  report(e, { phase: 'complete', key: attempt.key });
-                  return null;
-                }
-              },
+        answerNow(captured) {
+          once();
+          return resumeNow(answeredOf(captured));
+        },
         /**
-         * What the core makes of an error raised instead of an answer:
-         * 'released' when it carries a client (4xx) status (refused before
-         * anything happened: the adapter lets the framework answer it, then
-         * finishes with complete(answer, true), so nothing is stored and a
-         * retry runs again), else 'ambiguous' (the adapter calls fail()).
+         * The handler chain raised `error` instead of answering: with a 4xx
+         * `status`/`statusCode` the core releases the claim ({ path:
+         * 'released', reply: null }: the framework answers the error, unstored,
+         * and a retry runs again); anything else leaves the record in flight
+         * ({ path: 'failed', reply: the core's 500 }, no stack trace), and the
+         * error is reported. A result or a promise of one; never rejects.
          */
-        errorClass(error) {
+        raise(error, log) {
+          once();
           const status = errorStatus(error);
-          if (status === null) return 'ambiguous';
-          return endpoint.classifyErrorStatus(status);
-        },
-        /**
-         * An error of the released class with no answer to send (thrown on to
-         * the caller): the claim is released, nothing stored. Resolves like
-         * complete(); never rejects.
-         */
-        async release() {
-          once();
-          try {
-            return await finish(attempt.key, ownerToken, REFUSED);
-          } catch (e) {
-            report(e, { phase: 'complete', key: attempt.key });
-            return null;
-          }
-        },
-        /**
-         * The handler failed (threw, or never answered): its outcome is unknown,
-         * so the record stays in flight (a retry gets 409 until recovery settles
-         * it). Resolves with the endpoint's 500, which carries no stack trace.
-         */
-        async fail(error, log) {
-          once();
-          report(error, { phase: 'handler', key: attempt.key }, log);
-          try {
-            await finish(attempt.key, ownerToken, FAILED);
-          } catch (e) {
-            report(e, { phase: 'complete', key: attempt.key }, log);
-          }
-          return endpoint.failed(now());
+          const handled = status === null ? FAILED : { tag: 'raised', val: status };
+          const reportFailed = (r) => {
+            if (r.path === 'failed') report(error, { phase: 'handler', key }, log);
+            return r;
+          };
+          const r = resumeNow(handled);
+          return typeof r.then === 'function' ? r.then(reportFailed) : reportFailed(r);
         },
       };
     }
@@ -351,7 +358,6 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       tenantOf,
       routeOf,
       admit,
-      claim: claimAttempt,
       serve: serveRequest,
       report,
       now,

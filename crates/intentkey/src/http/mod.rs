@@ -142,6 +142,10 @@ use sha2::Sha256;
 use crate::error::{Error, ErrorCode, Result};
 use crate::secret::Secret;
 
+/// The methods an adapter guards by default: the non-idempotent ones the
+/// Idempotency-Key draft names. Other methods pass through unguarded.
+pub const DEFAULT_METHODS: [&str; 2] = ["POST", "PATCH"];
+
 /// HMAC-SHA256 of `material` under `secret`.
 fn hmac(secret: &Secret, material: &[u8]) -> [u8; 32] {
     // HMAC takes keys of any length: new_from_slice cannot fail. The

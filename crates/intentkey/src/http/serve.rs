@@ -161,6 +161,12 @@ pub struct Served {
     pub finished: Option<Finished>,
     /// How many times finishing was tried again after the store failed.
     pub finish_retries: u32,
+    /// The store failure that ended the claim ([`ServePath::Unavailable`]),
+    /// for the host to report (`onError`, `tracing`): the client's answer
+    /// never carries it.
+    pub claim_failure: Option<StoreFailure>,
+    /// Every store failure while finishing, in order, for the host to report.
+    pub finish_failures: Vec<StoreFailure>,
 }
 
 #[derive(Clone, Debug)]
@@ -196,6 +202,8 @@ pub struct ServeFlow {
     token: String,
     now: i64,
     retries: u32,
+    claim_failure: Option<StoreFailure>,
+    finish_failures: Vec<StoreFailure>,
     stage: Stage,
 }
 
@@ -223,6 +231,8 @@ impl ServeFlow {
             token: owner_token(seed),
             now,
             retries: 0,
+            claim_failure: None,
+            finish_failures: Vec::new(),
             stage: Stage::Start,
         })
     }
@@ -250,6 +260,8 @@ impl ServeFlow {
             reply,
             finished,
             finish_retries: self.retries,
+            claim_failure: self.claim_failure.take(),
+            finish_failures: std::mem::take(&mut self.finish_failures),
         })
     }
 
@@ -343,7 +355,7 @@ impl ServeFlow {
 
     /// A store failure before the claim decided: nothing was claimed, the
     /// handler does not run.
-    fn claim_failed(&mut self, failure: &StoreFailure) -> Step<Served> {
+    fn claim_failed(&mut self, failure: StoreFailure) -> Step<Served> {
         let reply = if failure.unavailable {
             self.options.refuse(Refusal::Unavailable, self.now)
         } else {
@@ -351,6 +363,7 @@ impl ServeFlow {
             // nobody can tell whether the effect happened, so it never runs.
             self.options.refuse(Refusal::Failed, self.now)
         };
+        self.claim_failure = Some(failure);
         self.end(ServePath::Unavailable, Some(reply), None)
     }
 }
@@ -381,7 +394,7 @@ impl Flow for ServeFlow {
     fn resume(&mut self, result: OpResult) -> Result<Step<Served>, FlowError> {
         match std::mem::replace(&mut self.stage, Stage::Over) {
             Stage::Claim(mut flow) => {
-                if let OpResult::Failed(failure) = &result {
+                if let OpResult::Failed(failure) = result {
                     return Ok(self.claim_failed(failure));
                 }
                 match flow.resume(result)? {
@@ -400,7 +413,9 @@ impl Flow for ServeFlow {
             } => match result {
                 OpResult::Failed(failure) => {
                     let next = FINISH_RETRY_DELAYS_MS.get(self.retries as usize).copied();
-                    match (failure.unavailable, next) {
+                    let unavailable = failure.unavailable;
+                    self.finish_failures.push(failure);
+                    match (unavailable, next) {
                         (true, Some(ms)) => {
                             self.stage = Stage::Pause {
                                 result: effect,
