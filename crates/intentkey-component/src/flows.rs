@@ -6,11 +6,6 @@ use crate::bindings::exports::intentkey::core::flows::{
     self as wit, GuestFlow, ListRequest, Op, OpResult, Output, Step,
 };
 use crate::bindings::intentkey::core::types as t;
-use crate::convert::{
-    attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
-    record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
-    run_outcome_out, run_spec_in, status_out, wit_error,
-};
 use crate::Component;
 use intentkey::claim::{self as core, Flow as _};
 
@@ -34,31 +29,31 @@ fn step<T>(step: core::Step<T>, out: impl FnOnce(T) -> Output) -> Step {
 impl AnyFlow {
     pub(crate) fn start(&mut self) -> Step {
         match self {
-            AnyFlow::Claim(f) => step(f.start(), |o| Output::Claimed(outcome_out(o))),
-            AnyFlow::Finish(f) => step(f.start(), |o| Output::Finished(finished_out(o))),
-            AnyFlow::Recover(f) => step(f.start(), |o| Output::Recovered(recovered_out(o))),
+            AnyFlow::Claim(f) => step(f.start(), |o| Output::Claimed(t::ClaimOutcome::from(o))),
+            AnyFlow::Finish(f) => step(f.start(), |o| Output::Finished(t::Finished::from(o))),
+            AnyFlow::Recover(f) => step(f.start(), |o| Output::Recovered(t::Recovered::from(o))),
             AnyFlow::Due(f) => step(f.start(), Output::Due),
             AnyFlow::Purge(f) => step(f.start(), Output::Purged),
-            AnyFlow::Run(f) => step(f.start(), |o| Output::Ran(run_outcome_out(o))),
+            AnyFlow::Run(f) => step(f.start(), |o| Output::Ran(t::RunOutcome::from(o))),
         }
     }
 
     pub(crate) fn resume(&mut self, result: core::OpResult) -> Result<Step, t::Error> {
-        let err = |e: core::FlowError| wit_error(e.into());
+        let err = |e: core::FlowError| t::Error::from(intentkey::Error::from(e));
         Ok(match self {
             AnyFlow::Claim(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Claimed(outcome_out(o))
+                Output::Claimed(t::ClaimOutcome::from(o))
             }),
             AnyFlow::Finish(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Finished(finished_out(o))
+                Output::Finished(t::Finished::from(o))
             }),
             AnyFlow::Recover(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Recovered(recovered_out(o))
+                Output::Recovered(t::Recovered::from(o))
             }),
             AnyFlow::Due(f) => step(f.resume(result).map_err(err)?, Output::Due),
             AnyFlow::Purge(f) => step(f.resume(result).map_err(err)?, Output::Purged),
             AnyFlow::Run(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Ran(run_outcome_out(o))
+                Output::Ran(t::RunOutcome::from(o))
             }),
         })
     }
@@ -66,13 +61,13 @@ impl AnyFlow {
 
 pub(crate) fn op_out(op: core::Op) -> Op {
     match op {
-        core::Op::Insert(r) => Op::Insert(record_out(r)),
+        core::Op::Insert(r) => Op::Insert(t::Record::from(r)),
         core::Op::Get(key) => Op::Get(key),
-        core::Op::Complete(c) => Op::Complete(completion_out(c)),
-        core::Op::Replace(r) => Op::Replace(replacement_out(r)),
-        core::Op::Release(r) => Op::Release(release_out(r)),
+        core::Op::Complete(c) => Op::Complete(t::Completion::from(c)),
+        core::Op::Replace(r) => Op::Replace(t::Replacement::from(r)),
+        core::Op::Release(r) => Op::Release(t::ReleaseRequest::from(r)),
         core::Op::List { status, limit } => Op::List(ListRequest {
-            status: status_out(status),
+            status: t::Status::from(status),
             limit,
         }),
         core::Op::Purge { now } => Op::Purge(now),
@@ -84,19 +79,23 @@ pub(crate) fn op_out(op: core::Op) -> Op {
 pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
     match result {
         OpResult::Inserted(b) => core::OpResult::Inserted(b),
-        OpResult::Got(r) => core::OpResult::Got(r.map(record_in)),
+        OpResult::Got(r) => core::OpResult::Got(r.map(core::Record::from)),
         OpResult::Written(b) => core::OpResult::Written(b),
-        OpResult::Listed(rs) => core::OpResult::Listed(rs.into_iter().map(record_in).collect()),
+        OpResult::Listed(rs) => {
+            core::OpResult::Listed(rs.into_iter().map(core::Record::from).collect())
+        }
         OpResult::Purged(n) => core::OpResult::Purged(n),
-        OpResult::Answered(l) => core::OpResult::Answered(lookup_in(l)),
-        OpResult::Effected(e) => core::OpResult::Effected(effect_in(e.result), e.now),
+        OpResult::Answered(l) => core::OpResult::Answered(core::Lookup::from(l)),
+        OpResult::Effected(e) => {
+            core::OpResult::Effected(core::EffectResult::from(e.result), e.now)
+        }
     }
 }
 
 /// A run's seed: exactly the bytes of one owner token.
 fn seed_in(seed: &[u8]) -> Result<[u8; core::OWNER_TOKEN_BYTES], t::Error> {
     seed.try_into().map_err(|_| {
-        wit_error(intentkey::Error::field(
+        t::Error::from(intentkey::Error::field(
             intentkey::ErrorCode::InvalidRandom,
             "seed",
             format!(
@@ -120,7 +119,7 @@ impl FlowResource {
 impl GuestFlow for FlowResource {
     fn claim(attempt: t::Attempt, owner_token: String, now: i64) -> wit::Flow {
         Self::handle(AnyFlow::Claim(core::ClaimFlow::new(
-            &attempt_in(attempt),
+            &core::Attempt::from(attempt),
             &owner_token,
             now,
         )))
@@ -136,9 +135,9 @@ impl GuestFlow for FlowResource {
         Self::handle(AnyFlow::Finish(core::FinishFlow::new(
             &key,
             &owner_token,
-            effect_in(result),
+            core::EffectResult::from(result),
             now,
-            &rules_in(rules),
+            &core::Rules::from(rules),
         )))
     }
 
@@ -147,7 +146,7 @@ impl GuestFlow for FlowResource {
             &key,
             &new_token,
             now,
-            &recovery_rules_in(rules),
+            &core::RecoveryRules::from(rules),
         )))
     }
 
@@ -161,7 +160,7 @@ impl GuestFlow for FlowResource {
 
     fn run(spec: t::RunSpec, seed: Vec<u8>) -> Result<wit::Flow, t::Error> {
         Ok(Self::handle(AnyFlow::Run(Box::new(core::RunFlow::new(
-            run_spec_in(spec),
+            core::RunSpec::from(spec),
             seed_in(&seed)?,
         )))))
     }
@@ -172,7 +171,7 @@ impl GuestFlow for FlowResource {
         run_effect: bool,
     ) -> Result<wit::Flow, t::Error> {
         Ok(Self::handle(AnyFlow::Run(Box::new(
-            core::RunFlow::recover(run_spec_in(spec), seed_in(&seed)?, run_effect),
+            core::RunFlow::recover(core::RunSpec::from(spec), seed_in(&seed)?, run_effect),
         ))))
     }
 
