@@ -4,11 +4,6 @@
 
 use crate::bindings::exports::intentkey::core::{claims, schema};
 use crate::bindings::intentkey::core::types as t;
-use crate::convert::{
-    action_out, class_out, completion_in, effect_in, lookup_in, outcome_in, outcome_out, record_in,
-    record_out, release_in, replacement_in, response_out, rules_in, rules_out, status_in,
-    wit_error,
-};
 use crate::Component;
 use intentkey::claim as core;
 use intentkey::claim::sql;
@@ -16,11 +11,17 @@ use intentkey::journal;
 
 impl claims::Guest for Component {
     fn decide_existing(existing: t::Record, fingerprint: String) -> t::ClaimOutcome {
-        outcome_out(core::decide_existing(&record_in(existing), &fingerprint))
+        t::ClaimOutcome::from(core::decide_existing(
+            &core::Record::from(existing),
+            &fingerprint,
+        ))
     }
 
     fn classify(result: t::EffectResult, rules: t::Rules) -> t::OutcomeClass {
-        class_out(core::classify(&effect_in(result), &rules_in(rules)))
+        t::OutcomeClass::from(core::classify(
+            &core::EffectResult::from(result),
+            &core::Rules::from(rules),
+        ))
     }
 
     fn decide_recovery(
@@ -29,24 +30,24 @@ impl claims::Guest for Component {
         read_your_writes: bool,
         now: i64,
     ) -> t::RecoveryAction {
-        action_out(core::decide_recovery(
-            &record_in(existing),
-            &lookup_in(lookup),
+        t::RecoveryAction::from(core::decide_recovery(
+            &core::Record::from(existing),
+            &core::Lookup::from(lookup),
             read_your_writes,
             now,
         ))
     }
 
     fn recovery_due(existing: t::Record, now: i64, stale_after: i64) -> bool {
-        core::recovery_due(&record_in(existing), now, stale_after)
+        core::recovery_due(&core::Record::from(existing), now, stale_after)
     }
 
     fn purgeable(existing: t::Record, now: i64) -> bool {
-        core::purgeable(&record_in(existing), now)
+        core::purgeable(&core::Record::from(existing), now)
     }
 
     fn default_rules() -> t::Rules {
-        rules_out(core::Rules::default())
+        t::Rules::from(core::Rules::default())
     }
 
     fn default_stale_after_seconds() -> i64 {
@@ -58,7 +59,7 @@ impl claims::Guest for Component {
     }
 
     fn owner_token(random_bytes: Vec<u8>) -> Result<String, t::Error> {
-        core::owner_token_from_slice(&random_bytes).map_err(wit_error)
+        core::owner_token_from_slice(&random_bytes).map_err(t::Error::from)
     }
 
     fn step_output(
@@ -68,12 +69,12 @@ impl claims::Guest for Component {
     ) -> Result<t::Response, t::Error> {
         let max = max_bytes.map_or(journal::DEFAULT_MAX_OUTPUT_BYTES, |m| m as usize);
         journal::step_output(&step, &output_json, max)
-            .map(response_out)
-            .map_err(wit_error)
+            .map(t::Response::from)
+            .map_err(t::Error::from)
     }
 
     fn step_answer(name: String, outcome: t::ClaimOutcome) -> Result<Option<String>, t::Error> {
-        journal::step_answer(&name, &outcome_in(outcome)).map_err(wit_error)
+        journal::step_answer(&name, &core::ClaimOutcome::from(outcome)).map_err(t::Error::from)
     }
 }
 
@@ -119,17 +120,17 @@ impl schema::Guest for Component {
     }
 
     fn redis_insert(prefix: String, r: t::Record) -> schema::RedisCall {
-        let r = record_in(r);
+        let r = core::Record::from(r);
         redis_call(&prefix, "insert", &r.key, core::redis::insert_args(&r))
     }
 
     fn redis_complete(prefix: String, c: t::Completion) -> schema::RedisCall {
-        let c = completion_in(c);
+        let c = core::Completion::from(c);
         redis_call(&prefix, "complete", &c.key, core::redis::complete_args(&c))
     }
 
     fn redis_replace(prefix: String, r: t::Replacement) -> schema::RedisCall {
-        let r = replacement_in(r);
+        let r = core::Replacement::from(r);
         redis_call(
             &prefix,
             "replace",
@@ -139,14 +140,14 @@ impl schema::Guest for Component {
     }
 
     fn redis_release(prefix: String, r: t::ReleaseRequest) -> schema::RedisCall {
-        let r = release_in(r);
+        let r = core::Release::from(r);
         redis_call(&prefix, "release", &r.key, core::redis::release_args(&r))
     }
 
     fn redis_decode(key: String, value: String) -> Result<t::Record, t::Error> {
         core::redis::decode(&key, &value)
-            .map(record_out)
-            .map_err(wit_error)
+            .map(t::Record::from)
+            .map_err(t::Error::from)
     }
 
     fn sql_statements(
@@ -157,7 +158,8 @@ impl schema::Guest for Component {
             schema::SqlDialect::Sqlite => sql::Dialect::Sqlite,
             schema::SqlDialect::Postgres => sql::Dialect::Postgres,
         };
-        let statements = sql::statements(dialect, schema_name.as_deref()).map_err(wit_error)?;
+        let statements =
+            sql::statements(dialect, schema_name.as_deref()).map_err(t::Error::from)?;
         Ok(statements
             .all()
             .iter()
@@ -171,7 +173,7 @@ impl schema::Guest for Component {
     }
 
     fn sql_insert_params(r: t::Record) -> Vec<schema::SqlValue> {
-        values_out(sql::insert_params(&record_in(r)))
+        values_out(sql::insert_params(&core::Record::from(r)))
     }
 
     fn sql_get_params(key: String) -> Vec<schema::SqlValue> {
@@ -179,19 +181,22 @@ impl schema::Guest for Component {
     }
 
     fn sql_complete_params(c: t::Completion) -> Vec<schema::SqlValue> {
-        values_out(sql::complete_params(&completion_in(c)))
+        values_out(sql::complete_params(&core::Completion::from(c)))
     }
 
     fn sql_replace_params(r: t::Replacement) -> Vec<schema::SqlValue> {
-        values_out(sql::replace_params(&replacement_in(r)))
+        values_out(sql::replace_params(&core::Replacement::from(r)))
     }
 
     fn sql_release_params(r: t::ReleaseRequest) -> Vec<schema::SqlValue> {
-        values_out(sql::release_params(&release_in(r)))
+        values_out(sql::release_params(&core::Release::from(r)))
     }
 
     fn sql_list_params(status: Option<t::Status>, limit: u32) -> Vec<schema::SqlValue> {
-        values_out(sql::list_params(status.map(status_in), u64::from(limit)))
+        values_out(sql::list_params(
+            status.map(core::Status::from),
+            u64::from(limit),
+        ))
     }
 
     fn sql_purge_params(now: i64) -> Vec<schema::SqlValue> {
@@ -200,16 +205,16 @@ impl schema::Guest for Component {
 
     fn sql_decode_row(row: Vec<schema::SqlValue>) -> Result<t::Record, t::Error> {
         sql::decode_row(&values_in(row))
-            .map(record_out)
-            .map_err(wit_error)
+            .map(t::Record::from)
+            .map_err(t::Error::from)
     }
 
     fn sql_decode_claim(row: Vec<schema::SqlValue>) -> Result<schema::SqlClaimed, t::Error> {
         Ok(
-            match sql::decode_claim(&values_in(row)).map_err(wit_error)? {
+            match sql::decode_claim(&values_in(row)).map_err(t::Error::from)? {
                 sql::Claimed::Won => schema::SqlClaimed::Won,
                 sql::Claimed::Lost => schema::SqlClaimed::Lost,
-                sql::Claimed::Existing(r) => schema::SqlClaimed::Existing(record_out(*r)),
+                sql::Claimed::Existing(r) => schema::SqlClaimed::Existing(t::Record::from(*r)),
             },
         )
     }

@@ -6,14 +6,9 @@ use std::cell::RefCell;
 use crate::bindings::exports::intentkey::core::flows::{
     self as wit, GuestFlow, ListRequest, Op, OpResult, Output, Step,
 };
-use crate::bindings::exports::intentkey::core::http::{EndpointBorrow, Request};
+use crate::bindings::exports::intentkey::core::http::{self as wit_http, EndpointBorrow, Request};
 use crate::bindings::intentkey::core::types as t;
-use crate::convert::{
-    attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
-    record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
-    run_outcome_out, run_spec_in, status_out, wit_error,
-};
-use crate::http::{failure_in, handled_in, incoming, key_values, served_out, Endpoint};
+use crate::http::{incoming, key_values, Endpoint};
 use crate::Component;
 use intentkey::claim::{self as core, Flow as _};
 
@@ -38,13 +33,13 @@ fn step<T>(step: core::Step<T>, out: impl FnOnce(T) -> Output) -> Step {
 impl AnyFlow {
     pub(crate) fn start(&mut self) -> Step {
         match self {
-            AnyFlow::Claim(f) => step(f.start(), |o| Output::Claimed(outcome_out(o))),
-            AnyFlow::Finish(f) => step(f.start(), |o| Output::Finished(finished_out(o))),
-            AnyFlow::Recover(f) => step(f.start(), |o| Output::Recovered(recovered_out(o))),
+            AnyFlow::Claim(f) => step(f.start(), |o| Output::Claimed(t::ClaimOutcome::from(o))),
+            AnyFlow::Finish(f) => step(f.start(), |o| Output::Finished(t::Finished::from(o))),
+            AnyFlow::Recover(f) => step(f.start(), |o| Output::Recovered(t::Recovered::from(o))),
             AnyFlow::Due(f) => step(f.start(), Output::Due),
             AnyFlow::Purge(f) => step(f.start(), Output::Purged),
-            AnyFlow::Run(f) => step(f.start(), |o| Output::Ran(run_outcome_out(o))),
-            AnyFlow::Serve(f) => step(f.start(), |o| Output::Served(served_out(o))),
+            AnyFlow::Run(f) => step(f.start(), |o| Output::Ran(t::RunOutcome::from(o))),
+            AnyFlow::Serve(f) => step(f.start(), |o| Output::Served(wit_http::Served::from(o))),
         }
     }
 
@@ -63,39 +58,38 @@ impl AnyFlow {
         };
         match self {
             AnyFlow::Serve(f) => Ok(step(
-                f.handled(handled_in(outcome.handled), outcome.now)
-                    .map_err(|e| wit_error(e.into()))?,
-                |o| Output::Served(served_out(o)),
+                f.handled(outcome.handled.into(), outcome.now)
+                    .map_err(|e| t::Error::from(intentkey::Error::from(e)))?,
+                |o| Output::Served(wit_http::Served::from(o)),
             )),
-            _ => Err(wit_error(
+            _ => Err(t::Error::from(intentkey::Error::from(
                 core::FlowError::Misuse {
                     expected: "a store or effect result",
                     got: "handled",
-                }
-                .into(),
-            )),
+                },
+            ))),
         }
     }
 
     pub(crate) fn resume(&mut self, result: core::OpResult) -> Result<Step, t::Error> {
-        let err = |e: core::FlowError| wit_error(e.into());
+        let err = |e: core::FlowError| t::Error::from(intentkey::Error::from(e));
         Ok(match self {
             AnyFlow::Claim(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Claimed(outcome_out(o))
+                Output::Claimed(t::ClaimOutcome::from(o))
             }),
             AnyFlow::Finish(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Finished(finished_out(o))
+                Output::Finished(t::Finished::from(o))
             }),
             AnyFlow::Recover(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Recovered(recovered_out(o))
+                Output::Recovered(t::Recovered::from(o))
             }),
             AnyFlow::Due(f) => step(f.resume(result).map_err(err)?, Output::Due),
             AnyFlow::Purge(f) => step(f.resume(result).map_err(err)?, Output::Purged),
             AnyFlow::Run(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Ran(run_outcome_out(o))
+                Output::Ran(t::RunOutcome::from(o))
             }),
             AnyFlow::Serve(f) => step(f.resume(result).map_err(err)?, |o| {
-                Output::Served(served_out(o))
+                Output::Served(wit_http::Served::from(o))
             }),
         })
     }
@@ -103,13 +97,13 @@ impl AnyFlow {
 
 pub(crate) fn op_out(op: core::Op) -> Op {
     match op {
-        core::Op::Insert(r) => Op::Insert(record_out(r)),
+        core::Op::Insert(r) => Op::Insert(t::Record::from(r)),
         core::Op::Get(key) => Op::Get(key),
-        core::Op::Complete(c) => Op::Complete(completion_out(c)),
-        core::Op::Replace(r) => Op::Replace(replacement_out(r)),
-        core::Op::Release(r) => Op::Release(release_out(r)),
+        core::Op::Complete(c) => Op::Complete(t::Completion::from(c)),
+        core::Op::Replace(r) => Op::Replace(t::Replacement::from(r)),
+        core::Op::Release(r) => Op::Release(t::ReleaseRequest::from(r)),
         core::Op::List { status, limit } => Op::List(ListRequest {
-            status: status_out(status),
+            status: t::Status::from(status),
             limit,
         }),
         core::Op::Purge { now } => Op::Purge(now),
@@ -122,13 +116,17 @@ pub(crate) fn op_out(op: core::Op) -> Op {
 pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
     match result {
         OpResult::Inserted(b) => core::OpResult::Inserted(b),
-        OpResult::Got(r) => core::OpResult::Got(r.map(record_in)),
+        OpResult::Got(r) => core::OpResult::Got(r.map(core::Record::from)),
         OpResult::Written(b) => core::OpResult::Written(b),
-        OpResult::Listed(rs) => core::OpResult::Listed(rs.into_iter().map(record_in).collect()),
+        OpResult::Listed(rs) => {
+            core::OpResult::Listed(rs.into_iter().map(core::Record::from).collect())
+        }
         OpResult::Purged(n) => core::OpResult::Purged(n),
-        OpResult::Answered(l) => core::OpResult::Answered(lookup_in(l)),
-        OpResult::Effected(e) => core::OpResult::Effected(effect_in(e.result), e.now),
-        OpResult::Failed(e) => core::OpResult::Failed(failure_in(e)),
+        OpResult::Answered(l) => core::OpResult::Answered(core::Lookup::from(l)),
+        OpResult::Effected(e) => {
+            core::OpResult::Effected(core::EffectResult::from(e.result), e.now)
+        }
+        OpResult::Failed(e) => core::OpResult::Failed(e.into()),
         OpResult::Waited => core::OpResult::Waited,
         // `resume_wit` hands a handler's outcome to the serve flow; as a
         // store result it is nothing any flow waits for.
@@ -142,7 +140,7 @@ pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
 /// A run's seed: exactly the bytes of one owner token.
 fn seed_in(seed: &[u8]) -> Result<[u8; core::OWNER_TOKEN_BYTES], t::Error> {
     seed.try_into().map_err(|_| {
-        wit_error(intentkey::Error::field(
+        t::Error::from(intentkey::Error::field(
             intentkey::ErrorCode::InvalidRandom,
             "seed",
             format!(
@@ -166,7 +164,7 @@ impl FlowResource {
 impl GuestFlow for FlowResource {
     fn claim(attempt: t::Attempt, owner_token: String, now: i64) -> wit::Flow {
         Self::handle(AnyFlow::Claim(core::ClaimFlow::new(
-            &attempt_in(attempt),
+            &core::Attempt::from(attempt),
             &owner_token,
             now,
         )))
@@ -182,9 +180,9 @@ impl GuestFlow for FlowResource {
         Self::handle(AnyFlow::Finish(core::FinishFlow::new(
             &key,
             &owner_token,
-            effect_in(result),
+            core::EffectResult::from(result),
             now,
-            &rules_in(rules),
+            &core::Rules::from(rules),
         )))
     }
 
@@ -193,7 +191,7 @@ impl GuestFlow for FlowResource {
             &key,
             &new_token,
             now,
-            &recovery_rules_in(rules),
+            &core::RecoveryRules::from(rules),
         )))
     }
 
@@ -207,7 +205,7 @@ impl GuestFlow for FlowResource {
 
     fn run(spec: t::RunSpec, seed: Vec<u8>) -> Result<wit::Flow, t::Error> {
         Ok(Self::handle(AnyFlow::Run(Box::new(core::RunFlow::new(
-            run_spec_in(spec),
+            core::RunSpec::from(spec),
             seed_in(&seed)?,
         )))))
     }
@@ -218,7 +216,7 @@ impl GuestFlow for FlowResource {
         run_effect: bool,
     ) -> Result<wit::Flow, t::Error> {
         Ok(Self::handle(AnyFlow::Run(Box::new(
-            core::RunFlow::recover(run_spec_in(spec), seed_in(&seed)?, run_effect),
+            core::RunFlow::recover(core::RunSpec::from(spec), seed_in(&seed)?, run_effect),
         ))))
     }
 
@@ -234,11 +232,11 @@ impl GuestFlow for FlowResource {
         let flow = intentkey::http::ServeFlow::new(
             endpoint,
             &incoming(&request, &key_values),
-            rules_in(rules),
+            core::Rules::from(rules),
             seed_in(&seed)?,
             now,
         )
-        .map_err(wit_error)?;
+        .map_err(t::Error::from)?;
         Ok(Self::handle(AnyFlow::Serve(Box::new(flow))))
     }
 

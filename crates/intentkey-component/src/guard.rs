@@ -5,13 +5,8 @@ use crate::bindings::exports::intentkey::core::flows::{FlowBorrow, Op, OpResult,
 use crate::bindings::exports::intentkey::core::guard::{self as wit, Claimed, Recovery};
 use crate::bindings::intentkey::core::types as t;
 use crate::bindings::intentkey::core::{gateway, random, store};
-use crate::convert::{
-    attempt_in, completion_out, effect_in, finished_out, lookup_in, outcome_out, record_in,
-    record_out, recovered_out, recovery_rules_in, release_out, replacement_out, rules_in,
-    status_out, store_error, wit_error,
-};
+use crate::convert::store_error;
 use crate::flows::FlowResource;
-use crate::http::failure_in;
 use crate::Component;
 use intentkey::claim::{self as core, ClaimStore, DriveError};
 
@@ -21,26 +16,27 @@ struct Imported;
 impl ClaimStore for Imported {
     type Error = t::StoreError;
     fn insert(&mut self, record: &core::Record) -> Result<bool, t::StoreError> {
-        store::insert(&record_out(record.clone()))
+        store::insert(&t::Record::from(record.clone()))
     }
     fn get(&mut self, key: &str) -> Result<Option<core::Record>, t::StoreError> {
-        store::get(key).map(|r| r.map(record_in))
+        store::get(key).map(|r| r.map(core::Record::from))
     }
     fn complete(&mut self, c: &core::Completion) -> Result<bool, t::StoreError> {
-        store::complete(&completion_out(c.clone()))
+        store::complete(&t::Completion::from(c.clone()))
     }
     fn replace(&mut self, r: &core::Replacement) -> Result<bool, t::StoreError> {
-        store::replace(&replacement_out(r.clone()))
+        store::replace(&t::Replacement::from(r.clone()))
     }
     fn release(&mut self, r: &core::Release) -> Result<bool, t::StoreError> {
-        store::release(&release_out(r.clone()))
+        store::release(&t::ReleaseRequest::from(r.clone()))
     }
     fn list(
         &mut self,
         status: core::Status,
         limit: u32,
     ) -> Result<Vec<core::Record>, t::StoreError> {
-        store::list(status_out(status), limit).map(|rs| rs.into_iter().map(record_in).collect())
+        store::list(t::Status::from(status), limit)
+            .map(|rs| rs.into_iter().map(core::Record::from).collect())
     }
     fn purge(&mut self, now: i64) -> Result<u64, t::StoreError> {
         store::purge(now)
@@ -48,32 +44,35 @@ impl ClaimStore for Imported {
 }
 
 fn drive<F: core::Flow>(flow: F) -> Result<F::Output, t::Error> {
-    core::drive(flow, &mut Imported, &mut |key| lookup_in(gateway::ask(key))).map_err(|e| match e {
+    core::drive(flow, &mut Imported, &mut |key| {
+        core::Lookup::from(gateway::ask(key))
+    })
+    .map_err(|e| match e {
         DriveError::Store(e) => store_error(e),
-        DriveError::Flow(e) => wit_error(e.into()),
+        DriveError::Flow(e) => t::Error::from(intentkey::Error::from(e)),
     })
 }
 
 /// A fresh owner token from the host's randomness.
 fn new_token() -> Result<String, t::Error> {
     core::owner_token_from_slice(&random::random_bytes(core::OWNER_TOKEN_BYTES as u32))
-        .map_err(wit_error)
+        .map_err(t::Error::from)
 }
 
 /// Performs one store operation of a flow on the imported store.
 fn perform(op: Op) -> Result<Result<core::OpResult, t::StoreError>, t::Error> {
     let result = match op {
         Op::Insert(r) => store::insert(&r).map(core::OpResult::Inserted),
-        Op::Get(key) => store::get(&key).map(|r| core::OpResult::Got(r.map(record_in))),
+        Op::Get(key) => store::get(&key).map(|r| core::OpResult::Got(r.map(core::Record::from))),
         Op::Complete(c) => store::complete(&c).map(core::OpResult::Written),
         Op::Replace(r) => store::replace(&r).map(core::OpResult::Written),
         Op::Release(r) => store::release(&r).map(core::OpResult::Written),
         Op::List(l) => store::list(l.status, l.limit)
-            .map(|rs| core::OpResult::Listed(rs.into_iter().map(record_in).collect())),
+            .map(|rs| core::OpResult::Listed(rs.into_iter().map(core::Record::from).collect())),
         Op::Purge(now) => store::purge(now).map(core::OpResult::Purged),
         // The host's own: `advance` hands these back before performing.
         Op::Ask(_) | Op::Effect(_) | Op::Wait(_) => {
-            return Err(wit_error(intentkey::Error::new(
+            return Err(t::Error::from(intentkey::Error::new(
                 intentkey::ErrorCode::FlowMisuse,
                 "the guard was asked to perform the host's own operation (a bug)",
             )))
@@ -99,7 +98,7 @@ impl wit::Guest for Component {
                 Step::Io(op) => match perform(op)? {
                     Ok(result) => any.resume(result)?,
                     Err(e) if any.takes_failures() => {
-                        any.resume(core::OpResult::Failed(failure_in(e)))?
+                        any.resume(core::OpResult::Failed(e.into()))?
                     }
                     Err(e) => return Err(store_error(e)),
                 },
@@ -110,12 +109,12 @@ impl wit::Guest for Component {
     fn claim(attempt: t::Attempt, now: i64) -> Result<Claimed, t::Error> {
         let owner_token = new_token()?;
         let outcome = drive(core::ClaimFlow::new(
-            &attempt_in(attempt),
+            &core::Attempt::from(attempt),
             &owner_token,
             now,
         ))?;
         Ok(Claimed {
-            outcome: outcome_out(outcome),
+            outcome: t::ClaimOutcome::from(outcome),
             owner_token,
         })
     }
@@ -127,16 +126,22 @@ impl wit::Guest for Component {
         now: i64,
         rules: t::Rules,
     ) -> Result<t::Finished, t::Error> {
-        let flow =
-            core::FinishFlow::new(&key, &owner_token, effect_in(result), now, &rules_in(rules));
-        drive(flow).map(finished_out)
+        let flow = core::FinishFlow::new(
+            &key,
+            &owner_token,
+            core::EffectResult::from(result),
+            now,
+            &core::Rules::from(rules),
+        );
+        drive(flow).map(t::Finished::from)
     }
 
     fn recover(key: String, now: i64, rules: t::RecoveryRules) -> Result<Recovery, t::Error> {
         let owner_token = new_token()?;
-        let flow = core::RecoverFlow::new(&key, &owner_token, now, &recovery_rules_in(rules));
+        let flow =
+            core::RecoverFlow::new(&key, &owner_token, now, &core::RecoveryRules::from(rules));
         Ok(Recovery {
-            outcome: recovered_out(drive(flow)?),
+            outcome: t::Recovered::from(drive(flow)?),
             owner_token,
         })
     }

@@ -6,7 +6,6 @@ use crate::bindings::intentkey::core::types::{
     Run as WitRun,
 };
 use crate::bindings::intentkey::core::{random, secrets};
-use crate::convert::{attempt_out, wit_error};
 use crate::Component;
 use intentkey::{Intent, KeyLength, Keyring, Payload, Policy, RequestAnswerer, Secret};
 
@@ -18,7 +17,7 @@ pub(crate) struct Keyer {
 
 fn policy_from(policy_json: Option<String>) -> Result<Policy, WitError> {
     match policy_json {
-        Some(json) => Policy::from_json(&json).map_err(wit_error),
+        Some(json) => Policy::from_json(&json).map_err(WitError::from),
         None => Ok(Policy::default()),
     }
 }
@@ -27,15 +26,15 @@ fn policy_from(policy_json: Option<String>) -> Result<Policy, WitError> {
 pub(crate) fn keyring_from(entries: Vec<WitKeyringEntry>) -> Result<Keyring, WitError> {
     let mut secrets_in = Vec::with_capacity(entries.len());
     for entry in entries {
-        let secret = Secret::new(secrets::get_secret(&entry.secret_id)?).map_err(wit_error)?;
+        let secret = Secret::new(secrets::get_secret(&entry.secret_id)?).map_err(WitError::from)?;
         secrets_in.push((entry.id, entry.active_from, secret));
     }
-    Keyring::new(secrets_in).map_err(wit_error)
+    Keyring::new(secrets_in).map_err(WitError::from)
 }
 
 fn key_length(key_hex_length: Option<u32>) -> Result<KeyLength, WitError> {
     match key_hex_length {
-        Some(n) => KeyLength::new(n as usize).map_err(wit_error),
+        Some(n) => KeyLength::new(n as usize).map_err(WitError::from),
         None => Ok(KeyLength::FULL),
     }
 }
@@ -46,7 +45,7 @@ fn with_payload<T>(
 ) -> Result<T, WitError> {
     Payload::from_json(payload_json)
         .and_then(|p| f(&p))
-        .map_err(wit_error)
+        .map_err(WitError::from)
 }
 
 impl Keyer {
@@ -67,7 +66,7 @@ impl Keyer {
 impl GuestKeyer for Keyer {
     fn create(policy_json: Option<String>, secret_id: String) -> Result<keys::Keyer, WitError> {
         let policy = policy_from(policy_json)?;
-        let secret = Secret::new(secrets::get_secret(&secret_id)?).map_err(wit_error)?;
+        let secret = Secret::new(secrets::get_secret(&secret_id)?).map_err(WitError::from)?;
         Ok(keys::Keyer::new(Keyer {
             keyer: intentkey::Keyer::new(&Keyring::single(secret), policy),
         }))
@@ -114,7 +113,7 @@ impl GuestKeyer for Keyer {
             .sole_deriver()
             .and_then(|d| d.intent_key(&tenant_id, &intent_id, length))
             .map(intentkey::Key::into_string)
-            .map_err(wit_error)
+            .map_err(WitError::from)
     }
 
     fn intent_key_at(
@@ -128,7 +127,7 @@ impl GuestKeyer for Keyer {
         self.keyer
             .intent_key(&tenant_id, &intent_id, intent_epoch, length)
             .map(intentkey::Key::into_string)
-            .map_err(wit_error)
+            .map_err(WitError::from)
     }
 
     fn fingerprint(
@@ -207,7 +206,7 @@ impl GuestKeyer for Keyer {
                 length,
             )
         })
-        .map(attempt_out)
+        .map(WitAttempt::from)
     }
 
     fn step_attempt(
@@ -219,7 +218,7 @@ impl GuestKeyer for Keyer {
         let input = match input_json {
             Some(text) => Some(
                 serde_json::from_str::<serde_json::Value>(&text).map_err(|e| {
-                    wit_error(intentkey::Error::field(
+                    WitError::from(intentkey::Error::field(
                         intentkey::ErrorCode::InvalidJson,
                         "input",
                         format!(
@@ -233,8 +232,8 @@ impl GuestKeyer for Keyer {
         };
         self.keyer
             .step_attempt(&run_in(&run), &step, input.as_ref())
-            .map(attempt_out)
-            .map_err(wit_error)
+            .map(WitAttempt::from)
+            .map_err(WitError::from)
     }
 
     fn tool_call_attempt(
@@ -247,7 +246,7 @@ impl GuestKeyer for Keyer {
             self.keyer
                 .tool_call_attempt(&run_in(&run), &tool, arguments)
         })
-        .map(attempt_out)
+        .map(WitAttempt::from)
     }
 }
 
@@ -262,7 +261,7 @@ fn run_in(run: &WitRun) -> intentkey::journal::Run<'_> {
 fn uuid_from(bytes: &[u8]) -> Result<String, WitError> {
     intentkey::uuid_key_from_slice(bytes)
         .map(intentkey::Key::into_string)
-        .map_err(wit_error)
+        .map_err(WitError::from)
 }
 
 fn answer_all(policy: Policy, lines: &[String]) -> Vec<String> {
@@ -296,7 +295,7 @@ impl keys::Guest for Component {
         policy_json: String,
         lines: Vec<String>,
     ) -> Result<Vec<String>, WitError> {
-        let policy = Policy::from_json(&policy_json).map_err(wit_error)?;
+        let policy = Policy::from_json(&policy_json).map_err(WitError::from)?;
         Ok(answer_all(policy, &lines))
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! * The error codes: `intentkey::ErrorCode::ALL` (crates/intentkey/src/error.rs),
 //!   in its order. Written into marked blocks of the npm package's types, the
-//!   Python binding and the two Rust adapters' exhaustive maps; the WIT
-//!   `enum error-code` stays hand-written (it carries the docs every binding
-//!   shows) and is checked case by case, in order.
+//!   Python binding and the Rust adapters' exhaustive maps (both ways, in
+//!   crates/intentkey-wit-convert); the WIT `enum error-code` stays
+//!   hand-written (it carries the docs every binding shows) and is checked
+//!   case by case, in order.
 //! * The WIT package version: the `package intentkey:core@X;` line of
 //!   wit/intentkey.wit. Written into one constant per host (JS, Python,
 //!   wasmtime); every other `intentkey:core…@X.Y.Z` in a tracked file is
@@ -57,15 +58,6 @@ fn camel(code: &str) -> String {
 fn blocks(s: &Sources) -> Vec<Block> {
     let ts: String = s.codes.iter().map(|c| format!("  | '{c}'\n")).collect();
     let py: String = s.codes.iter().map(|c| format!("    \"{c}\",\n")).collect();
-    let arms = |from: &str, to: &str, indent: &str| -> String {
-        s.codes
-            .iter()
-            .map(|c| {
-                let name = camel(c);
-                format!("{indent}{from}{name} => {to}{name},\n")
-            })
-            .collect()
-    };
     let v = &s.wit_version;
     vec![
         Block {
@@ -102,29 +94,14 @@ fn blocks(s: &Sources) -> Vec<Block> {
             ),
         },
         Block {
-            file: "host/wasmtime/src/convert.rs",
+            file: "crates/intentkey-wit-convert/src/lib.rs",
             comment: "//",
             name: "error-codes",
-            body: format!(
-                "/// The WIT error code as the core's. Exhaustive both ways: a code added to\n\
-                 /// either enum does not compile until it is mapped here.\n\
-                 pub(crate) fn code_in(code: wit::ErrorCode) -> ErrorCode {{\n    match code {{\n{}    }}\n}}\n\
-                 \n\
-                 /// The core's error code as the WIT's (the test that both maps agree).\n\
-                 #[cfg(test)]\n\
-                 fn code_out(code: ErrorCode) -> wit::ErrorCode {{\n    match code {{\n{}    }}\n}}\n",
-                arms("wit::ErrorCode::", "ErrorCode::", "        "),
-                arms("ErrorCode::", "wit::ErrorCode::", "        "),
-            ),
-        },
-        Block {
-            file: "crates/intentkey-component/src/convert.rs",
-            comment: "//",
-            name: "error-codes",
-            body: format!(
-                "pub(crate) fn code(code: ErrorCode) -> t::ErrorCode {{\n    match code {{\n{}    }}\n}}\n",
-                arms("ErrorCode::", "t::ErrorCode::", "        "),
-            ),
+            body: s
+                .codes
+                .iter()
+                .map(|c| format!("                {},\n", camel(c)))
+                .collect(),
         },
     ]
 }
@@ -420,8 +397,7 @@ mod tests {
             [
                 "js/src/api.d.ts",
                 "py/intentkey_wasm.py",
-                "host/wasmtime/src/convert.rs",
-                "crates/intentkey-component/src/convert.rs"
+                "crates/intentkey-wit-convert/src/lib.rs"
             ]
         );
     }

@@ -8,9 +8,9 @@ use intentkey::http::{Admission, Incoming, Options, Profile, Reply};
 use wasmtime::component::ResourceAny;
 
 use crate::bindings::pure::exports::intentkey::core::http as wit;
-use crate::convert;
 use crate::engine::WasmEngine;
-use crate::instance::{Instance, NoImports};
+use crate::host_state::NoImports;
+use crate::instance::Instance;
 use crate::HostError;
 
 /// One server's HTTP rules run by the component (world `pure`,
@@ -69,62 +69,6 @@ impl fmt::Debug for WasmEndpoint<'_> {
             )
             .field("reinstantiations", &self.inner.reinstantiations())
             .finish_non_exhaustive()
-    }
-}
-
-fn profile_out(p: Profile) -> wit::Profile {
-    match p {
-        Profile::Ietf => wit::Profile::Ietf,
-        Profile::Stripe => wit::Profile::Stripe,
-        Profile::Ofb => wit::Profile::Ofb,
-    }
-}
-
-fn profile_in(p: wit::Profile) -> Profile {
-    match p {
-        wit::Profile::Ietf => Profile::Ietf,
-        wit::Profile::Stripe => Profile::Stripe,
-        wit::Profile::Ofb => Profile::Ofb,
-    }
-}
-
-fn options_out(o: &Options) -> wit::Options {
-    wit::Options {
-        profile: profile_out(o.profile),
-        strict_key_syntax: o.strict_key_syntax,
-        retry_after_seconds: o.retry_after_seconds,
-        replay_headers: o.replay_headers.clone(),
-        key_required: o.key_required,
-        max_body_bytes: o.max_body_bytes,
-        max_stored_bytes: o.max_stored_bytes,
-    }
-}
-
-fn options_in(o: wit::Options) -> Options {
-    Options {
-        profile: profile_in(o.profile),
-        strict_key_syntax: o.strict_key_syntax,
-        retry_after_seconds: o.retry_after_seconds,
-        replay_headers: o.replay_headers,
-        key_required: o.key_required,
-        max_body_bytes: o.max_body_bytes,
-        max_stored_bytes: o.max_stored_bytes,
-    }
-}
-
-fn reply_in(r: wit::Reply) -> Reply {
-    Reply {
-        status: r.status,
-        headers: r.headers,
-        body: r.body,
-    }
-}
-
-fn admission_in(a: wit::Admission) -> Admission {
-    match a {
-        wit::Admission::Guarded(a) => Admission::Guarded(crate::convert::attempt_in(a)),
-        wit::Admission::Unguarded => Admission::Unguarded,
-        wit::Admission::Refused(r) => Admission::Refused(reply_in(r)),
     }
 }
 
@@ -197,7 +141,7 @@ impl<'e> WasmEndpoint<'e> {
             secret_id,
             keyring,
             window_seconds,
-            options: options_out(options),
+            options: wit::Options::from(options.clone()),
             policies: policies
                 .iter()
                 .map(|(a, p)| ((*a).to_owned(), (*p).to_owned()))
@@ -278,7 +222,7 @@ impl<'e> WasmEndpoint<'e> {
                 .http
                 .endpoint()
                 .call_admit(&mut self.inner.store, resource, &request, now);
-        self.inner.answer(result).map(admission_in)
+        self.inner.answer(result).map(Admission::from)
     }
 
     /// The answer to a claim outcome: the replay, 409 or the payload
@@ -288,13 +232,13 @@ impl<'e> WasmEndpoint<'e> {
     /// A trap.
     pub fn answer(&mut self, outcome: &ClaimOutcome, now: i64) -> Result<Option<Reply>, HostError> {
         let resource = self.resource()?;
-        let outcome = convert::outcome_out(outcome.clone());
+        let outcome = wit::ClaimOutcome::from(outcome.clone());
         let result =
             self.inner
                 .http
                 .endpoint()
                 .call_answer(&mut self.inner.store, resource, &outcome, now);
-        self.value(result).map(|r| r.map(reply_in))
+        self.value(result).map(|r| r.map(Reply::from))
     }
 
     /// 413: the body is larger than the endpoint's `max_body_bytes`.
@@ -308,7 +252,7 @@ impl<'e> WasmEndpoint<'e> {
                 .http
                 .endpoint()
                 .call_too_large(&mut self.inner.store, resource, now);
-        self.value(result).map(reply_in)
+        self.value(result).map(Reply::from)
     }
 
     /// 503 with `Retry-After`: the store could not be reached.
@@ -322,7 +266,7 @@ impl<'e> WasmEndpoint<'e> {
                 .http
                 .endpoint()
                 .call_unavailable(&mut self.inner.store, resource, now);
-        self.value(result).map(reply_in)
+        self.value(result).map(Reply::from)
     }
 
     /// 500: the handler failed and its outcome is unknown (the record stays
@@ -337,7 +281,7 @@ impl<'e> WasmEndpoint<'e> {
             .http
             .endpoint()
             .call_failed(&mut self.inner.store, resource, now);
-        self.value(result).map(reply_in)
+        self.value(result).map(Reply::from)
     }
 
     /// A profile's documented defaults, as the component gives them.
@@ -348,8 +292,8 @@ impl<'e> WasmEndpoint<'e> {
         let result = self
             .inner
             .http
-            .call_default_options(&mut self.inner.store, profile_out(profile));
-        self.value(result).map(options_in)
+            .call_default_options(&mut self.inner.store, profile.into());
+        self.value(result).map(Options::from)
     }
 
     /// Makes the next call trap at once (for testing trap recovery).

@@ -9,9 +9,10 @@ use intentkey::claim::{
 };
 use intentkey_store::{Gateway, Store};
 
-use crate::convert;
+use crate::bindings::pure::intentkey::core::types as wit;
 use crate::engine::WasmEngine;
-use crate::instance::{GuardImports, Instance};
+use crate::host_state::GuardImports;
+use crate::instance::Instance;
 use crate::keys_api::keys_api;
 use crate::HostError;
 
@@ -75,13 +76,13 @@ impl<'e> WasmGuard<'e> {
         now: i64,
     ) -> Result<(ClaimOutcome, String), HostError> {
         self.inner.reap();
-        let attempt = convert::attempt_out(attempt);
+        let attempt = wit::Attempt::from(attempt.clone());
         let result = self
             .inner
             .exports
             .call_claim(&mut self.inner.store, &attempt, now);
         let claimed = self.inner.answer(result)?;
-        Ok((convert::outcome_in(claimed.outcome), claimed.owner_token))
+        Ok((claimed.outcome.into(), claimed.owner_token))
     }
 
     /// Finishes an owned claim by the effect's outcome class under `rules`,
@@ -101,8 +102,8 @@ impl<'e> WasmGuard<'e> {
         rules: &Rules,
     ) -> Result<Finished, HostError> {
         self.inner.reap();
-        let effect = convert::effect_out(result);
-        let rules = convert::rules_out(rules);
+        let effect = wit::EffectResult::from(result);
+        let rules = wit::Rules::from(rules.clone());
         let result = self.inner.exports.call_finish(
             &mut self.inner.store,
             key,
@@ -111,7 +112,7 @@ impl<'e> WasmGuard<'e> {
             now,
             &rules,
         );
-        self.inner.answer(result).map(convert::finished_in)
+        self.inner.answer(result).map(Finished::from)
     }
 
     /// Recovers one in-flight record: leaves it alone unless it is due, asks
@@ -133,7 +134,7 @@ impl<'e> WasmGuard<'e> {
         rules: &RecoveryRules,
     ) -> Result<(Recovered, String), HostError> {
         self.inner.reap();
-        let mut rules = convert::recovery_rules_out(rules);
+        let mut rules = wit::RecoveryRules::from(rules.clone());
         rules.read_your_writes =
             rules.read_your_writes && self.inner.imports().gateway.read_your_writes();
         let result = self
@@ -141,10 +142,7 @@ impl<'e> WasmGuard<'e> {
             .exports
             .call_recover(&mut self.inner.store, key, now, rules);
         let recovery = self.inner.answer(result)?;
-        Ok((
-            convert::recovered_in(recovery.outcome),
-            recovery.owner_token,
-        ))
+        Ok((recovery.outcome.into(), recovery.owner_token))
     }
 
     /// The keys of in-flight records due a recovery look-up at `now`, oldest

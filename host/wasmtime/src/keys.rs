@@ -3,7 +3,8 @@
 use std::fmt;
 
 use crate::engine::WasmEngine;
-use crate::instance::{Instance, NoImports};
+use crate::host_state::NoImports;
+use crate::instance::Instance;
 use crate::keys_api::keys_api;
 use crate::HostError;
 

@@ -76,14 +76,18 @@ mod convert;
 mod endpoint;
 mod engine;
 mod guard;
+mod host_state;
+mod imports;
 mod instance;
+mod keyer;
 mod keys;
 mod keys_api;
+mod keys_export;
 
 pub use endpoint::WasmEndpoint;
 pub use engine::{WasmEngine, World};
 pub use guard::WasmGuard;
-pub use instance::WasmKeyer;
+pub use keyer::WasmKeyer;
 pub use keys::WasmKeys;
 
 /// A failure calling the component.
