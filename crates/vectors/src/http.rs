@@ -23,7 +23,7 @@ use serde_json::Value;
 pub const HTTP_SCHEMA: &str = "intentkey_http_vectors_v1";
 
 /// The path kinds a step can take through the pipeline.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 9] = [
     "handler",
     "failed",
     "unguarded",
@@ -31,7 +31,12 @@ pub const KINDS: [&str; 7] = [
     "in-flight",
     "payload-conflict",
     "refused",
+    "unavailable",
+    "released",
 ];
+
+/// What finishing a record can do (`expect.finished`).
+pub const FINISHED: [&str; 4] = ["stored", "released", "left-in-flight", "superseded"];
 
 /// Why a request is refused before any claim (`expect.refusal`).
 pub const REFUSALS: [&str; 5] = [
@@ -132,39 +137,6 @@ pub enum Admission {
     Refused(Reply),
 }
 
-/// A claim's outcome.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Run the handler.
-    Owned,
-    /// The first request still runs.
-    InFlight,
-    /// Replay this.
-    Done(Response),
-    /// Same key, other request.
-    PayloadConflict,
-}
-
-impl Outcome {
-    fn kind(&self) -> &'static str {
-        match self {
-            Outcome::Owned => "owned",
-            Outcome::InFlight => "in-flight",
-            Outcome::Done(_) => "replay",
-            Outcome::PayloadConflict => "payload-conflict",
-        }
-    }
-}
-
-/// What the handler did, as the claim's finish takes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Effect {
-    /// It answered.
-    Answered(Response),
-    /// It threw: the outcome is unknown.
-    Failed,
-}
-
 /// An endpoint's options and route policies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointConfig {
@@ -262,8 +234,65 @@ impl Request {
 pub enum Handler {
     /// It answers this.
     Responds(Response),
-    /// It throws.
+    /// It throws (no status): its outcome is unknown.
     Throws,
+    /// It raises an error carrying this HTTP status (a body parser's 400)
+    /// instead of answering. The runner answers it with the bare status.
+    Raises(u16),
+}
+
+impl Handler {
+    /// The reply a runner sends when the handler ran and the core left the
+    /// answer to it: the response as is, or the bare status of a raised
+    /// error (empty headers and body).
+    pub fn sent(&self) -> Option<Reply> {
+        match self {
+            Handler::Responds(r) => Some(r.as_is()),
+            Handler::Raises(status) => Some(Reply {
+                status: *status,
+                headers: Vec::new(),
+                body: Vec::new(),
+            }),
+            Handler::Throws => None,
+        }
+    }
+}
+
+/// Store failures a step injects: the runner's store fails the next
+/// `claim` claim operations (insert, get) and the next `finish` finishing
+/// writes (complete, release), as unreachable (`unavailable`) or as an
+/// error the store answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreFails {
+    /// Claim operations that fail.
+    pub claim: u32,
+    /// Finishing writes that fail.
+    pub finish: u32,
+    /// Unreachable (`store-unavailable`) rather than an error answered (`store-failed`).
+    pub unavailable: bool,
+}
+
+impl StoreFails {
+    /// Whether the step injects nothing.
+    pub fn none(&self) -> bool {
+        self.claim == 0 && self.finish == 0
+    }
+}
+
+/// What a runtime's serve flow did with one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The path (`refused`, `unguarded`, `replay`, `in-flight`,
+    /// `payload-conflict`, `unavailable`, `handler`, `released`, `failed`).
+    pub path: String,
+    /// Whether the flow ran the handler.
+    pub ran: bool,
+    /// The core's answer, when it gave one.
+    pub reply: Option<Reply>,
+    /// What finishing did, when it did.
+    pub finished: Option<String>,
+    /// How many times finishing was tried again.
+    pub finish_retries: u32,
 }
 
 /// What a step must give.
@@ -277,6 +306,12 @@ pub struct Expected {
     pub ran: bool,
     /// The reply.
     pub reply: Reply,
+    /// What finishing the record did (`stored`, `released`,
+    /// `left-in-flight`, `superseded`), or none (nothing owned, or the store
+    /// failed on every try).
+    pub finished: Option<String>,
+    /// How many times finishing was tried again after the store failed.
+    pub finish_retries: u32,
 }
 
 /// One request of a case.
@@ -288,6 +323,8 @@ pub struct Step {
     pub request: Request,
     /// The handler, if it runs.
     pub handler: Handler,
+    /// Store failures injected during this step.
+    pub store_fails: StoreFails,
     /// What must happen.
     pub expect: Expected,
 }
@@ -400,11 +437,6 @@ pub trait HttpSubject {
     /// # Errors
     /// As above.
     fn admit(&mut self, request: &Incoming, now: i64) -> Result<Admission, String>;
-    /// The endpoint's `answer`.
-    ///
-    /// # Errors
-    /// As above.
-    fn answer(&mut self, outcome: &Outcome, now: i64) -> Result<Option<Reply>, String>;
     /// The endpoint's `too-large`.
     ///
     /// # Errors
@@ -420,24 +452,23 @@ pub trait HttpSubject {
     /// # Errors
     /// As above.
     fn failed(&mut self, now: i64) -> Result<Reply, String>;
-    /// Claims `attempt` on the case's store: the outcome and the owner token.
+    /// Serves `request` through the runtime's serve flow (the core's
+    /// admit, claim, handler, capture, finish, answer) on the case's store,
+    /// finishing by the default rules with `release_statuses`. When the flow
+    /// asks for the handler, the runner gives it `handler`'s outcome; when
+    /// it asks for a pause, the runner resumes at once. `fails`: store
+    /// failures to inject into this request's operations.
     ///
     /// # Errors
     /// As above.
-    fn claim(&mut self, attempt: &Attempt, now: i64) -> Result<(Outcome, String), String>;
-    /// Finishes an owned claim: `stored`, `released`, `left-in-flight` or
-    /// `superseded`. The rules are the defaults with `release_statuses`.
-    ///
-    /// # Errors
-    /// As above.
-    fn finish(
+    fn serve(
         &mut self,
-        key: &str,
-        owner_token: &str,
-        effect: Effect,
+        request: &Incoming,
         now: i64,
+        handler: &Handler,
+        fails: StoreFails,
         release_statuses: &[u16],
-    ) -> Result<String, String>;
+    ) -> Result<Served, String>;
 }
 
 /// What one step did.
@@ -453,85 +484,70 @@ pub struct Trace {
     pub attempt: Option<Attempt>,
     /// What finishing did, when the handler ran guarded.
     pub finished: Option<String>,
+    /// How many times finishing was tried again.
+    pub finish_retries: u32,
 }
 
-/// Runs one step through the adapter pipeline.
+/// Runs one step through the runtime's serve flow.
 ///
 /// # Errors
-/// A runtime error, or a runtime that broke the pipeline's contract
-/// (`answer` gave a reply to `owned`, or none to anything else).
+/// A runtime error, or a runtime that broke the flow's contract (no reply
+/// where the core answers, a path that is not one of [`KINDS`]).
 pub fn run_step(
     subject: &mut dyn HttpSubject,
     header_name: &str,
     release_statuses: &[u16],
     step: &Step,
 ) -> Result<Trace, String> {
-    let now = step.now;
-    let trace = |kind, ran, reply, attempt, finished| Trace {
+    let incoming = step.request.incoming(header_name);
+    // The attempt the flow claims, as the endpoint admits it (for the
+    // runner's checks; the flow admits the request itself).
+    let attempt = match subject.admit(&incoming, step.now)? {
+        Admission::Guarded(attempt) => Some(attempt),
+        Admission::Unguarded | Admission::Refused(_) => None,
+    };
+    let served = subject.serve(
+        &incoming,
+        step.now,
+        &step.handler,
+        step.store_fails,
+        release_statuses,
+    )?;
+    let kind = KINDS
+        .iter()
+        .copied()
+        .find(|k| *k == served.path)
+        .ok_or_else(|| format!("the serve flow took an unknown path {:?}", served.path))?;
+    let mut ran = served.ran;
+    let reply = match (kind, served.reply) {
+        ("unguarded", None) => {
+            // The flow claimed nothing: the runner runs the handler itself.
+            ran = true;
+            step.handler
+                .sent()
+                .ok_or("the handler of an unguarded step throws: the vectors never do that")?
+        }
+        ("handler" | "released", None) => step
+            .handler
+            .sent()
+            .ok_or_else(|| format!("path {kind} with a handler that throws"))?,
+        ("handler" | "released" | "unguarded", Some(reply)) => {
+            return Err(format!(
+                "the core gave a {} reply on path {kind}, where the handler's or the framework's answer goes out",
+                reply.status
+            ))
+        }
+        (_, Some(reply)) => reply,
+        (_, None) => return Err(format!("the core gave no reply on path {kind}")),
+    };
+    Ok(Trace {
         kind,
         ran,
         reply,
         attempt,
-        finished,
-    };
-    match subject.admit(&step.request.incoming(header_name), now)? {
-        Admission::Refused(reply) => Ok(trace("refused", false, reply, None, None)),
-        Admission::Unguarded => match &step.handler {
-            Handler::Responds(response) => {
-                Ok(trace("unguarded", true, response.as_is(), None, None))
-            }
-            Handler::Throws => {
-                Err("the handler of an unguarded step throws: the vectors never do that".to_owned())
-            }
-        },
-        Admission::Guarded(attempt) => {
-            let (outcome, token) = subject.claim(&attempt, now)?;
-            let answer = subject.answer(&outcome, now)?;
-            match (outcome, answer) {
-                (Outcome::Owned, Some(reply)) => Err(format!(
-                    "answer(owned) gave a {} reply; an owned attempt runs the handler",
-                    reply.status
-                )),
-                (Outcome::Owned, None) => match &step.handler {
-                    Handler::Responds(response) => {
-                        let finished = subject.finish(
-                            &attempt.key,
-                            &token,
-                            Effect::Answered(response.clone()),
-                            now,
-                            release_statuses,
-                        )?;
-                        Ok(trace(
-                            "handler",
-                            true,
-                            response.as_is(),
-                            Some(attempt),
-                            Some(finished),
-                        ))
-                    }
-                    Handler::Throws => {
-                        let finished = subject.finish(
-                            &attempt.key,
-                            &token,
-                            Effect::Failed,
-                            now,
-                            release_statuses,
-                        )?;
-                        let reply = subject.failed(now)?;
-                        Ok(trace("failed", true, reply, Some(attempt), Some(finished)))
-                    }
-                },
-                (outcome, Some(reply)) => {
-                    let kind = outcome.kind();
-                    Ok(trace(kind, false, reply, Some(attempt), None))
-                }
-                (outcome, None) => Err(format!(
-                    "answer({}) gave no reply; only an owned attempt gets none",
-                    outcome.kind()
-                )),
-            }
-        }
-    }
+        finished: served.finished,
+        finish_retries: served.finish_retries,
+    })
 }
 
 /// Counts of a run, and every failure.
@@ -695,7 +711,7 @@ pub fn run_http(
             if trace.ran {
                 report.handler_runs += 1;
             }
-            let mut problems = step_problems(case, step, &trace);
+            let mut problems = step_problems(step, &trace);
             problems.extend(inspect(case, i, &trace));
             if problems.is_empty() {
                 report.steps_passed += 1;
@@ -740,7 +756,7 @@ pub fn run_http(
 }
 
 /// What differs between a step's expectation and its trace.
-pub fn step_problems(case: &Case, step: &Step, trace: &Trace) -> Vec<String> {
+pub fn step_problems(step: &Step, trace: &Trace) -> Vec<String> {
     let mut problems = Vec::new();
     if trace.kind != step.expect.kind {
         problems.push(format!(
@@ -757,19 +773,16 @@ pub fn step_problems(case: &Case, step: &Step, trace: &Trace) -> Vec<String> {
     if let Some(diff) = reply_diff(&step.expect.reply, &trace.reply) {
         problems.push(diff);
     }
-    // What finishing must have done follows from the handler and the rules.
-    let want_finished = match (&trace.kind, &step.handler) {
-        (&"handler", Handler::Responds(r)) if case.release_statuses.contains(&r.status) => {
-            Some("released")
-        }
-        (&"handler", _) => Some("stored"),
-        (&"failed", _) => Some("left-in-flight"),
-        _ => None,
-    };
-    if trace.finished.as_deref() != want_finished {
+    if trace.finished != step.expect.finished {
         problems.push(format!(
-            "finish: want {want_finished:?}, got {:?}",
-            trace.finished
+            "finish: want {:?}, got {:?}",
+            step.expect.finished, trace.finished
+        ));
+    }
+    if trace.finish_retries != step.expect.finish_retries {
+        problems.push(format!(
+            "finish retries: want {}, got {}",
+            step.expect.finish_retries, trace.finish_retries
         ));
     }
     problems
@@ -1033,8 +1046,27 @@ fn step(v: &Value, at: &str) -> Parsed<Step> {
     let at_request = format!("{at}.request");
     let handler = match member(v, "handler", at)? {
         Value::String(s) if s == "throws" => Handler::Throws,
+        h @ Value::Object(o) if o.contains_key("raises") => {
+            Handler::Raises(integer(h, "raises", at)?)
+        }
         h @ Value::Object(_) => Handler::Responds(response(h, &format!("{at}.handler"))?),
-        _ => return bad(at, "`handler` is neither a response nor \"throws\""),
+        _ => {
+            return bad(
+                at,
+                "`handler` is neither a response, {\"raises\": status} nor \"throws\"",
+            )
+        }
+    };
+    let store_fails = match obj(v, at)?.get("store_fails") {
+        None => StoreFails::default(),
+        Some(f) => {
+            let at_fails = format!("{at}.store_fails");
+            StoreFails {
+                claim: integer(f, "claim", &at_fails)?,
+                finish: integer(f, "finish", &at_fails)?,
+                unavailable: boolean(f, "unavailable", &at_fails)?,
+            }
+        }
     };
     let expect = member(v, "expect", at)?;
     let at_expect = format!("{at}.expect");
@@ -1053,6 +1085,12 @@ fn step(v: &Value, at: &str) -> Parsed<Step> {
             "`refusal` is given exactly when the kind is refused",
         );
     }
+    let finished = optional_string(expect, "finished", &at_expect)?;
+    if let Some(f) = &finished {
+        if !FINISHED.contains(&f.as_str()) {
+            return bad(&at_expect, format_args!("unknown finished {f:?}"));
+        }
+    }
     Ok(Step {
         now: integer(v, "now", at)?,
         request: Request {
@@ -1063,11 +1101,14 @@ fn step(v: &Value, at: &str) -> Parsed<Step> {
             body: bytes(request, "body", "body_hex", &at_request)?,
         },
         handler,
+        store_fails,
         expect: Expected {
             kind,
             refusal,
             ran: boolean(expect, "ran", &at_expect)?,
             reply: reply(expect, &at_expect)?,
+            finished,
+            finish_retries: integer(expect, "finish_retries", &at_expect)?,
         },
     })
 }
@@ -1448,6 +1489,7 @@ fn j_step(s: &Step) -> J {
     let handler = match &s.handler {
         Handler::Responds(r) => j_response(r),
         Handler::Throws => j_str("throws"),
+        Handler::Raises(status) => J::Obj(vec![("raises", J::Num(i64::from(*status)))]),
     };
     let mut expect = vec![("kind", j_str(&s.expect.kind))];
     if let Some(refusal) = &s.expect.refusal {
@@ -1455,12 +1497,28 @@ fn j_step(s: &Step) -> J {
     }
     expect.push(("ran", J::Bool(s.expect.ran)));
     j_reply(&mut expect, &s.expect.reply);
-    J::Obj(vec![
+    expect.push((
+        "finished",
+        s.expect.finished.as_deref().map_or(J::Null, j_str),
+    ));
+    expect.push(("finish_retries", J::Num(i64::from(s.expect.finish_retries))));
+    let mut members = vec![
         ("now", J::Num(s.now)),
         ("request", J::Obj(request)),
         ("handler", handler),
-        ("expect", J::Obj(expect)),
-    ])
+    ];
+    if !s.store_fails.none() {
+        members.push((
+            "store_fails",
+            J::Obj(vec![
+                ("claim", J::Num(i64::from(s.store_fails.claim))),
+                ("finish", J::Num(i64::from(s.store_fails.finish))),
+                ("unavailable", J::Bool(s.store_fails.unavailable)),
+            ]),
+        ));
+    }
+    members.push(("expect", J::Obj(expect)));
+    J::Obj(members)
 }
 
 impl HttpVectors {

@@ -74,6 +74,7 @@ fn generate() -> Result<HttpVectors, Vec<String>> {
                 now: s.now,
                 request: s.request.clone(),
                 handler: s.handler.clone(),
+                store_fails: s.store_fails,
                 expect: v::Expected {
                     kind: s.want.kind.to_owned(),
                     refusal: s.want.refusal.map(str::to_owned),
@@ -83,6 +84,14 @@ fn generate() -> Result<HttpVectors, Vec<String>> {
                         headers: Vec::new(),
                         body: Vec::new(),
                     },
+                    finished: s
+                        .want
+                        .finished
+                        .unwrap_or_else(|| {
+                            derived_finished(s.want.kind, &s.handler, &c.release_statuses)
+                        })
+                        .map(str::to_owned),
+                    finish_retries: s.want.finish_retries,
                 },
             };
             let trace = match run_step(&mut native, &header_name, &c.release_statuses, &step) {
@@ -94,7 +103,8 @@ fn generate() -> Result<HttpVectors, Vec<String>> {
             };
             step.expect.reply = match (s.want.kind, &s.handler) {
                 ("handler" | "unguarded", v::Handler::Responds(response)) => response.as_is(),
-                ("handler" | "unguarded", v::Handler::Throws) => {
+                ("released", handler @ v::Handler::Raises(_)) => handler.sent().expect("a status"),
+                ("handler" | "unguarded" | "released", _) => {
                     problems.push(format!(
                         "{label}: the spec expects a response from a throwing handler"
                     ));
@@ -110,7 +120,7 @@ fn generate() -> Result<HttpVectors, Vec<String>> {
                         .unwrap_or_else(|| trace.reply.body.clone()),
                 },
             };
-            let disagreements = step_problems(&case, &step, &trace);
+            let disagreements = step_problems(&step, &trace);
             if !disagreements.is_empty() {
                 problems.push(format!(
                     "{label}: the core disagrees with the spec:\n    {}",
@@ -348,8 +358,12 @@ fn rfc3339(t: i64) -> String {
 }
 
 /// Why the core answered, in the terms of the documented tables.
-fn reason<'a>(kind: &'a str, refusal: Option<&'a str>) -> &'a str {
-    refusal.unwrap_or(kind)
+fn reason<'a>(kind: &'a str, refusal: Option<&'a str>, fails: v::StoreFails) -> &'a str {
+    match (kind, fails.unavailable) {
+        // A store that answered the claim with an error: the core's 500.
+        ("unavailable", false) => "failed",
+        _ => refusal.unwrap_or(kind),
+    }
 }
 
 /// The status each documented rule gives.
@@ -361,6 +375,7 @@ fn documented_status(profile: &str, why: &str) -> Option<u16> {
         "payload-conflict" if profile == "stripe" => 400,
         "payload-conflict" => 422,
         "failed" => 500,
+        "unavailable" => 503,
         _ => return None,
     })
 }
@@ -381,6 +396,7 @@ fn answer_shape(profile: &str, why: &str, status: u16, now: i64, body: &[u8]) ->
                 "too-large" => "request-too-large",
                 "in-flight" => "request-in-flight",
                 "payload-conflict" => "idempotency-key-reused",
+                "unavailable" => "store-unavailable",
                 _ => "outcome-unknown",
             };
             let start = format!("{{\"type\":\"{PROBLEM_TYPE_BASE}{slug}\",\"title\":");
@@ -401,7 +417,7 @@ fn answer_shape(profile: &str, why: &str, status: u16, now: i64, body: &[u8]) ->
         "stripe" => {
             let kind = match why {
                 "in-flight" | "payload-conflict" => "idempotency_error",
-                "failed" => "api_error",
+                "failed" | "unavailable" => "api_error",
                 _ => "invalid_request_error",
             };
             if doc["error"]["type"] != kind {
@@ -424,6 +440,7 @@ fn answer_shape(profile: &str, why: &str, status: u16, now: i64, body: &[u8]) ->
                 "key-invalid" | "key-too-long" | "body-invalid" => "PARAMETRO_INVALIDO",
                 "too-large" => "TAMANHO_EXCEDIDO",
                 "in-flight" | "payload-conflict" => "ERRO_IDEMPOTENCIA",
+                "unavailable" => "SERVICO_INDISPONIVEL",
                 _ => "ERRO_INTERNO",
             };
             if doc["errors"][0]["code"] != code {
@@ -524,7 +541,7 @@ impl Invariants {
                     None => out.push("a replay of a key no handler answered".into()),
                 }
             }
-            "handler" | "unguarded" | "failed" => {
+            "handler" | "unguarded" | "failed" | "released" => {
                 if !replayed.is_empty() {
                     out.push("a first answer carries Idempotent-Replayed".into());
                 }
@@ -541,7 +558,9 @@ impl Invariants {
                                 self.stored.insert(key.clone(), r.clone());
                             }
                         }
-                        Some("left-in-flight") => {
+                        // Left in flight: the handler failed, or the store
+                        // failed every try to finish it.
+                        Some("left-in-flight") | None => {
                             self.in_flight.insert(key.clone());
                         }
                         Some("released") => {}
@@ -568,7 +587,7 @@ impl Invariants {
                 if trace.ran {
                     out.push("the handler ran for a refusal".into());
                 }
-                let why = reason(kind, step.expect.refusal.as_deref());
+                let why = reason(kind, step.expect.refusal.as_deref(), step.store_fails);
                 match key.as_ref() {
                     Some(k) if kind == "in-flight" && !self.in_flight.contains(k) => {
                         out.push("409 for a key that is not in flight".into());
@@ -607,15 +626,19 @@ impl Invariants {
         }
         // Statuses by the documented rules.
         let want_status = match trace.kind {
-            "handler" | "unguarded" => match &step.handler {
+            "handler" | "unguarded" | "released" => match &step.handler {
                 v::Handler::Responds(r) => Some(r.status),
+                v::Handler::Raises(status) => Some(*status),
                 v::Handler::Throws => None,
             },
             "replay" => key
                 .as_ref()
                 .and_then(|k| self.stored.get(k))
                 .map(|r| r.status),
-            kind => documented_status(profile, reason(kind, step.expect.refusal.as_deref())),
+            kind => documented_status(
+                profile,
+                reason(kind, step.expect.refusal.as_deref(), step.store_fails),
+            ),
         };
         if want_status != Some(reply.status) {
             out.push(format!(
@@ -631,13 +654,20 @@ impl Invariants {
                     "a 409 must carry Retry-After: {want}, it has {retry_after:?}"
                 ));
             }
+        } else if trace.kind == "unavailable" && step.store_fails.unavailable {
+            let want = case.endpoint.retry_after_seconds.to_string();
+            if retry_after != [want.as_str()] {
+                out.push(format!(
+                    "a 503 must carry Retry-After: {want}, it has {retry_after:?}"
+                ));
+            }
         } else if !matches!(trace.kind, "handler" | "unguarded") && !retry_after.is_empty() {
-            out.push("Retry-After on an answer that is not a 409".into());
+            out.push("Retry-After on an answer that is not a 409 or 503".into());
         }
         // Content-Type of the core's own answers.
         if matches!(
             trace.kind,
-            "failed" | "in-flight" | "payload-conflict" | "refused"
+            "failed" | "in-flight" | "payload-conflict" | "refused" | "unavailable"
         ) {
             let want = spec::error_type(profile);
             if reply.headers.first() != Some(&("Content-Type".to_owned(), want.to_owned())) {
@@ -738,8 +768,8 @@ fn native_core_passes_the_http_vectors() {
 
 // --- the runner can fail -----------------------------------------------------------------
 
-/// A subject that runs the handler where it must not: it answers every
-/// claim `owned`.
+/// A subject that runs the handler where it must not: it forgets every
+/// record before each request, so every claim is owned.
 struct Forgetful(Native);
 
 impl HttpSubject for Forgetful {
@@ -752,9 +782,6 @@ impl HttpSubject for Forgetful {
     fn admit(&mut self, request: &v::Incoming, now: i64) -> Result<v::Admission, String> {
         self.0.admit(request, now)
     }
-    fn answer(&mut self, outcome: &v::Outcome, now: i64) -> Result<Option<v::Reply>, String> {
-        self.0.answer(outcome, now)
-    }
     fn too_large(&mut self, now: i64) -> Result<v::Reply, String> {
         self.0.too_large(now)
     }
@@ -764,20 +791,16 @@ impl HttpSubject for Forgetful {
     fn failed(&mut self, now: i64) -> Result<v::Reply, String> {
         self.0.failed(now)
     }
-    fn claim(&mut self, attempt: &v::Attempt, now: i64) -> Result<(v::Outcome, String), String> {
-        self.0
-            .claim(attempt, now)
-            .map(|(_, token)| (v::Outcome::Owned, token))
-    }
-    fn finish(
+    fn serve(
         &mut self,
-        key: &str,
-        token: &str,
-        effect: v::Effect,
+        request: &v::Incoming,
         now: i64,
+        handler: &v::Handler,
+        fails: v::StoreFails,
         release: &[u16],
-    ) -> Result<String, String> {
-        self.0.finish(key, token, effect, now, release)
+    ) -> Result<v::Served, String> {
+        self.0.forget();
+        self.0.serve(request, now, handler, fails, release)
     }
 }
 
@@ -883,4 +906,22 @@ fn rfc3339_dates() {
     assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
     assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     assert_eq!(rfc3339(-1), "1969-12-31T23:59:59Z");
+}
+
+/// What finishing does, unless the spec says: it follows from the path, the
+/// handler and the release statuses.
+fn derived_finished(
+    kind: &str,
+    handler: &v::Handler,
+    release_statuses: &[u16],
+) -> Option<&'static str> {
+    match (kind, handler) {
+        ("handler", v::Handler::Responds(r)) if release_statuses.contains(&r.status) => {
+            Some("released")
+        }
+        ("handler", _) => Some("stored"),
+        ("failed", _) => Some("left-in-flight"),
+        ("released", _) => Some("released"),
+        _ => None,
+    }
 }

@@ -1,11 +1,10 @@
 //! The native core as an HTTP vector subject: `intentkey::http::Endpoint`,
-//! and the claim flow over `MemoryClaims` through `drive`.
+//! and its serve flow over `MemoryClaims`.
 
 use intentkey::claim::{
-    drive, owner_token, Attempt, ClaimFlow, ClaimOutcome, EffectResult, FinishFlow, Lookup,
-    MemoryClaims, Response, Rules,
+    perform, Attempt, Flow, Lookup, MemoryClaims, Op, OpResult, Rules, Step, StoreFailure,
 };
-use intentkey::http::{Admission, Endpoint, Incoming, Options, Profile, Reply};
+use intentkey::http::{Admission, Endpoint, Handled, Incoming, Options, Profile, Reply, ServeFlow};
 use intentkey::{Policy, Secret};
 use intentkey_vectors::http as v;
 
@@ -42,24 +41,6 @@ pub fn endpoint(secret: &[u8], config: &v::EndpointConfig) -> Result<Endpoint, S
     Ok(endpoint)
 }
 
-pub fn response_in(r: &v::Response) -> Response {
-    Response {
-        status: r.status,
-        content_type: r.content_type.clone(),
-        headers: r.headers.clone(),
-        body: r.body.clone(),
-    }
-}
-
-fn response_out(r: Response) -> v::Response {
-    v::Response {
-        status: r.status,
-        content_type: r.content_type,
-        headers: r.headers,
-        body: r.body,
-    }
-}
-
 fn reply_out(r: Reply) -> v::Reply {
     v::Reply {
         status: r.status,
@@ -77,39 +58,16 @@ fn attempt_out(a: Attempt) -> v::Attempt {
     }
 }
 
-fn attempt_in(a: &v::Attempt) -> Attempt {
-    Attempt {
-        key: a.key.clone(),
-        fingerprint: a.fingerprint.clone(),
-        tenant_id: a.tenant_id.clone(),
-        action_type: a.action_type.clone(),
-        prior: None,
-    }
-}
-
-fn outcome_in(o: &v::Outcome) -> ClaimOutcome {
-    match o {
-        v::Outcome::Owned => ClaimOutcome::Owned,
-        v::Outcome::InFlight => ClaimOutcome::InFlight,
-        v::Outcome::Done(r) => ClaimOutcome::Done(response_in(r)),
-        v::Outcome::PayloadConflict => ClaimOutcome::PayloadConflict,
-    }
-}
-
-fn outcome_out(o: ClaimOutcome) -> v::Outcome {
-    match o {
-        ClaimOutcome::Owned => v::Outcome::Owned,
-        ClaimOutcome::InFlight => v::Outcome::InFlight,
-        ClaimOutcome::Done(r) => v::Outcome::Done(response_out(r)),
-        ClaimOutcome::PayloadConflict => v::Outcome::PayloadConflict,
-    }
-}
-
 fn no_destination(_: &str) -> Lookup {
     Lookup::Unknown
 }
 
 impl Native {
+    /// Drops every record of the case's store.
+    pub fn forget(&mut self) {
+        self.store = MemoryClaims::default();
+    }
+
     fn endpoint(&self) -> Result<&Endpoint, String> {
         self.endpoint
             .as_ref()
@@ -151,13 +109,6 @@ impl v::HttpSubject for Native {
         })
     }
 
-    fn answer(&mut self, outcome: &v::Outcome, now: i64) -> Result<Option<v::Reply>, String> {
-        Ok(self
-            .endpoint()?
-            .answer(&outcome_in(outcome), now)
-            .map(reply_out))
-    }
-
     fn too_large(&mut self, now: i64) -> Result<v::Reply, String> {
         Ok(reply_out(self.endpoint()?.too_large(now)))
     }
@@ -170,42 +121,87 @@ impl v::HttpSubject for Native {
         Ok(reply_out(self.endpoint()?.failed(now)))
     }
 
-    fn claim(&mut self, attempt: &v::Attempt, now: i64) -> Result<(v::Outcome, String), String> {
-        self.tokens += 1;
-        let mut random = [0u8; 16];
-        random[8..].copy_from_slice(&self.tokens.to_be_bytes());
-        let token = owner_token(random);
-        let outcome = drive(
-            ClaimFlow::new(&attempt_in(attempt), &token, now),
-            &mut self.store,
-            &mut no_destination,
-        )
-        .map_err(|e| e.to_string())?;
-        Ok((outcome_out(outcome), token))
-    }
-
-    fn finish(
+    fn serve(
         &mut self,
-        key: &str,
-        owner_token: &str,
-        effect: v::Effect,
+        request: &v::Incoming,
         now: i64,
+        handler: &v::Handler,
+        mut fails: v::StoreFails,
         release_statuses: &[u16],
-    ) -> Result<String, String> {
-        let effect = match effect {
-            v::Effect::Answered(r) => EffectResult::Answered(response_in(&r)),
-            v::Effect::Failed => EffectResult::Failed,
-        };
+    ) -> Result<v::Served, String> {
+        self.tokens += 1;
+        let mut seed = [0u8; 16];
+        seed[8..].copy_from_slice(&self.tokens.to_be_bytes());
         let rules = Rules {
             release_statuses: release_statuses.to_vec(),
             ..Rules::default()
         };
-        let finished = drive(
-            FinishFlow::new(key, owner_token, effect, now, &rules),
-            &mut self.store,
-            &mut no_destination,
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(finished.as_str().to_owned())
+        let key_values: Vec<&str> = request.key_values.iter().map(String::as_str).collect();
+        let incoming = Incoming {
+            tenant_id: &request.tenant_id,
+            method: &request.method,
+            route: &request.route,
+            key_values: &key_values,
+            content_type: request.content_type.as_deref(),
+            body: &request.body,
+        };
+        let endpoint = self.endpoint.as_ref().ok_or("no case started")?;
+        let mut flow =
+            ServeFlow::new(endpoint, &incoming, rules, seed, now).map_err(|e| e.to_string())?;
+        let mut ran = false;
+        let mut step = flow.start();
+        let served = loop {
+            step = match step {
+                Step::Done(served) => break served,
+                Step::Io(Op::Effect(_)) => {
+                    ran = true;
+                    flow.handled(handled(handler), now)
+                        .map_err(|e| e.to_string())?
+                }
+                Step::Io(Op::Wait(_)) => {
+                    flow.resume(OpResult::Waited).map_err(|e| e.to_string())?
+                }
+                Step::Io(op) => {
+                    let budget = match op {
+                        Op::Insert(_) | Op::Get(_) => &mut fails.claim,
+                        _ => &mut fails.finish,
+                    };
+                    let result = if *budget > 0 {
+                        *budget -= 1;
+                        OpResult::Failed(StoreFailure {
+                            unavailable: fails.unavailable,
+                            message: "injected by the vector".into(),
+                        })
+                    } else {
+                        perform(&mut self.store, &op, &mut no_destination)
+                            .map_err(|e| e.to_string())?
+                    };
+                    flow.resume(result).map_err(|e| e.to_string())?
+                }
+            };
+        };
+        Ok(v::Served {
+            path: served.path.as_str().to_owned(),
+            ran,
+            reply: served.reply.map(reply_out),
+            finished: served.finished.map(|f| f.as_str().to_owned()),
+            finish_retries: served.finish_retries,
+        })
+    }
+}
+
+/// What a vector's handler does, as the serve flow takes it.
+fn handled(handler: &v::Handler) -> Handled {
+    match handler {
+        v::Handler::Responds(r) => {
+            let sent = r.as_is();
+            Handled::Answered {
+                status: sent.status,
+                headers: sent.headers,
+                body: sent.body,
+            }
+        }
+        v::Handler::Raises(status) => Handled::Raised(*status),
+        v::Handler::Throws => Handled::Failed,
     }
 }

@@ -5,7 +5,7 @@
 //! hex values, and refuses to write a file whose core disagrees with any
 //! of this.
 
-use intentkey_vectors::http::{EndpointConfig, Handler, Request, Response};
+use intentkey_vectors::http::{EndpointConfig, Handler, Request, Response, StoreFails};
 
 /// 2023-11-14T22:13:20Z.
 pub const T0: i64 = 1_700_000_000;
@@ -64,6 +64,21 @@ pub struct Want {
     pub status: Option<u16>,
     pub headers: Option<Vec<(String, String)>>,
     pub body: Option<Vec<u8>>,
+    /// What finishing did: `None` follows from the path and the handler
+    /// (`handler`: stored, or released for a release status; `failed`:
+    /// left in flight; `released`: released; nothing otherwise).
+    pub finished: Option<Option<&'static str>>,
+    /// How many times finishing was tried again.
+    pub finish_retries: u32,
+}
+
+impl Want {
+    /// The same, with what finishing did given outright.
+    pub fn finishing(mut self, finished: Option<&'static str>, retries: u32) -> Self {
+        self.finished = Some(finished);
+        self.finish_retries = retries;
+        self
+    }
 }
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -81,7 +96,37 @@ pub fn handler() -> Want {
         status: None,
         headers: None,
         body: None,
+        finished: None,
+        finish_retries: 0,
     }
+}
+
+/// The handler chain raised an error with a client status: the claim is
+/// released and the runner answers the bare status.
+pub fn released() -> Want {
+    Want {
+        kind: "released",
+        ..handler()
+    }
+}
+
+/// The store failed before the claim: the core's answer (503 with
+/// `Retry-After` when unreachable, else 500), nothing run.
+pub fn unavailable(profile: &str, reachable: bool) -> Want {
+    if reachable {
+        return core_answer(
+            "unavailable",
+            false,
+            500,
+            pairs(&[("Content-Type", error_type(profile))]),
+        );
+    }
+    core_answer(
+        "unavailable",
+        false,
+        503,
+        pairs(&[("Content-Type", error_type(profile)), ("Retry-After", "1")]),
+    )
 }
 
 /// No key, keys optional: the handler ran unguarded; its response as is.
@@ -101,6 +146,8 @@ pub fn replay(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Want {
         status: Some(status),
         headers: Some(pairs(headers)),
         body: Some(body.to_vec()),
+        finished: None,
+        finish_retries: 0,
     }
 }
 
@@ -112,6 +159,8 @@ fn core_answer(kind: &'static str, ran: bool, status: u16, headers: Vec<(String,
         status: Some(status),
         headers: Some(headers),
         body: None,
+        finished: None,
+        finish_retries: 0,
     }
 }
 
@@ -294,6 +343,7 @@ pub struct StepSpec {
     pub now: i64,
     pub request: Request,
     pub handler: Handler,
+    pub store_fails: StoreFails,
     pub want: Want,
 }
 
@@ -317,11 +367,24 @@ impl CaseSpec {
         }
     }
 
-    fn step(mut self, now: i64, request: Req, handler: Handler, want: Want) -> Self {
+    fn step(self, now: i64, request: Req, handler: Handler, want: Want) -> Self {
+        self.failing(now, request, handler, StoreFails::default(), want)
+    }
+
+    /// A step whose store fails as `store_fails` says.
+    fn failing(
+        mut self,
+        now: i64,
+        request: Req,
+        handler: Handler,
+        store_fails: StoreFails,
+        want: Want,
+    ) -> Self {
         self.steps.push(StepSpec {
             now,
             request: request.build(),
             handler,
+            store_fails,
             want,
         });
         self
@@ -1068,6 +1131,58 @@ pub fn cases() -> Vec<CaseSpec> {
         .step(T0 + 1, req("acct_1").method("post").header(idem, "m-1").json(ORDER), must_not_run(), ok_replay("m-1"))
         .step(T0 + 2, req("acct_1").method("Post").header(idem, "m-1").json(ORDER), must_not_run(), ok_replay("m-1"))
         .step(T0 + 3, req("acct_1").method("PUT").header(idem, "m-1").json(ORDER), must_not_run(), conflict("stripe")),
+    );
+    // --- the serve flow's capture and finish steps, and store failures ---------------
+    let down = |claim, finish| StoreFails {
+        claim,
+        finish,
+        unavailable: true,
+    };
+    let erring = |claim, finish| StoreFails {
+        claim,
+        finish,
+        unavailable: false,
+    };
+    cases.push(
+        CaseSpec::new(
+            "a-failed-completion-is-tried-again-then-stored",
+            "The store cannot be reached for the first two completions: the core asks the runner to wait (100 ms, then 200 ms) and tries again; the third is stored. The handler's answer goes out as it was (Set-Cookie and X-Request-Id included); the replay restores only the allow-listed headers.",
+            stripe(),
+        )
+        .failing(T0, req("acct_1").route("/v1/charges").header(idem, "fin-1").json(ORDER), created("ch_f1"), down(0, 2), handler().finishing(Some("stored"), 2))
+        .step(T0 + 1, req("acct_1").route("/v1/charges").header(idem, "fin-1").json(ORDER), must_not_run(), created_replay("ch_f1")),
+    );
+    cases.push(
+        CaseSpec::new(
+            "a-completion-the-store-refuses-is-left-in-flight",
+            "The store answers the completion with an error (not a failure to reach it): it is not tried again, the handler's answer still goes out, and the record stays in flight (409) for recovery; it is never released.",
+            ietf(),
+        )
+        .failing(T0, req("shop-1").header(idem, "fin-2").json(ORDER), created("ord_f2"), erring(0, 1), handler().finishing(None, 0))
+        .step(T0 + 1, req("shop-1").header(idem, "fin-2").json(ORDER), must_not_run(), in_flight("ietf", 1)),
+    );
+    cases.push(
+        CaseSpec::new(
+            "a-claim-the-store-fails-runs-nothing",
+            "The store cannot be reached for the claim: 503 with Retry-After, nothing run, nothing stored; a store that answers the claim with an error (a record it cannot decode): the profile's 500, nothing run. The retry runs once and is replayed.",
+            ofb(),
+        )
+        .failing(T0, req("itp-1").route("/pix/payments").header(ofb_header, "pix-f3").json(ORDER), must_not_run(), down(1, 0), unavailable("ofb", false))
+        .failing(T0 + 1, req("itp-1").route("/pix/payments").header(ofb_header, "pix-f3").json(ORDER), must_not_run(), erring(1, 0), unavailable("ofb", true))
+        .step(T0 + 2, req("itp-1").route("/pix/payments").header(ofb_header, "pix-f3").json(ORDER), created("pix_f3"), handler())
+        .step(T0 + 3, req("itp-1").route("/pix/payments").header(ofb_header, "pix-f3").json(ORDER), must_not_run(), created_replay("pix_f3")),
+    );
+    cases.push(
+        CaseSpec::new(
+            "a-raised-client-error-releases-the-claim",
+            "The handler chain raises an error with a 4xx status (a body parser's 400) instead of answering: the claim is released and the error answered unstored, so the retry runs (never 409); a raised 5xx is the core's 500 and the record stays in flight.",
+            ietf(),
+        )
+        .step(T0, req("shop-1").header(idem, "raise-1").json(ORDER), Handler::Raises(400), released())
+        .step(T0 + 1, req("shop-1").header(idem, "raise-1").json(ORDER), created("ord_r1"), handler())
+        .step(T0 + 2, req("shop-1").header(idem, "raise-1").json(ORDER), must_not_run(), created_replay("ord_r1"))
+        .step(T0 + 3, req("shop-1").header(idem, "raise-2").json(ORDER), Handler::Raises(502), failed("ietf"))
+        .step(T0 + 4, req("shop-1").header(idem, "raise-2").json(ORDER), must_not_run(), in_flight("ietf", 1)),
     );
     cases
 }
