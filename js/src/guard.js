@@ -39,6 +39,7 @@ import {
 } from './claims.js';
 import { TRUSTED } from './stores/trusted.js';
 import { SERVE } from './endpoint.js';
+import { servingFor } from './http/serving.js';
 
 /**
  * What the HTTP pipeline (http/pipeline.js) uses of a guard: the claim and the
@@ -693,7 +694,52 @@ export function guardFactory({ internal, claims }) {
       return rs.map(recordOut);
     }
 
+    /** A driver of the core's serve flow for `request` on the guard's endpoint (see http/serving.js). */
+    function serveFlow(request) {
+      if (endpoint === null || typeof endpoint[SERVE] !== 'function') {
+        throw new TypeError('createGuard: serving requests needs an endpoint (createGuard({ store, endpoint }))');
+      }
+      const flow = endpoint[SERVE](request, rules, internal.seed(), now());
+      const next = sync ? (done) => flow.advance(store, done) : (done) => (done === undefined ? flow.start() : flow.resume(done));
+      return Object.freeze({ next, perform: performOrFail, drop: () => flow.drop() });
+    }
+
+    const serving =
+      endpoint === null ? null : servingFor({ start: serveFlow, endpoint, now, report: options.onError ?? (() => {}) });
+
+    /**
+     * Serves one request through the core's serve flow (admit, claim, the
+     * handler, capture, finish by outcome class, the answer): what an HTTP
+     * adapter does, for a host with no framework. `request`: { tenantId,
+     * method, route, keyValues, contentType?, body }. `handler(idempotency)`
+     * runs when the request owns the effect (or runs unguarded, with null):
+     * it answers { status, headers: [name, value][], body }, or throws (an
+     * error with a 4xx `status`/`statusCode` releases the claim; anything
+     * else leaves the record in flight). Resolves with { path, ran, reply,
+     * finished, finishRetries }: `reply` is the core's answer to send (null
+     * for 'handler' and 'unguarded': send the handler's own; for 'released':
+     * answer the error), `error` the handler's throw.
+     */
+    async function serve(request, handler) {
+      if (serving === null) throw new TypeError('guard.serve needs an endpoint: createGuard({ store, endpoint: createEndpoint(…) })');
+      if (typeof handler !== 'function') throw new TypeError('guard.serve(request, handler): handler must be a function');
+      const served = await serving.serve(request);
+      if (served.tag === 'reply') return { path: served.path, ran: false, reply: served.reply, finished: null, finishRetries: 0 };
+      if (served.tag === 'unguarded') {
+        return { path: 'unguarded', ran: true, reply: null, finished: null, finishRetries: 0, answer: await handler(null) };
+      }
+      const { ticket } = served;
+      let answer;
+      try {
+        answer = await handler(ticket.idempotency);
+      } catch (error) {
+        return { ...(await ticket.raise(error)), ran: true, error };
+      }
+      return { ...(await ticket.answer(answer)), ran: true, answer };
+    }
+
     return Object.freeze({
+      serve,
       [PIPELINE]: Object.freeze({
         /**
          * Serves one request through the core's serve flow on the guard's
@@ -702,14 +748,7 @@ export function guardFactory({ internal, claims }) {
          * store's operation: { result, error }, a failure as the WIT op-result
          * `failed` for the flow to decide on), drop() }.
          */
-        serve(request) {
-          if (endpoint === null || typeof endpoint[SERVE] !== 'function') {
-            throw new TypeError('createGuard: serving requests needs an endpoint (createGuard({ store, endpoint }))');
-          }
-          const flow = endpoint[SERVE](request, rules, internal.seed(), now());
-          const next = sync ? (done) => flow.advance(store, done) : (done) => (done === undefined ? flow.start() : flow.resume(done));
-          return Object.freeze({ next, perform: performOrFail, drop: () => flow.drop() });
-        },
+        serve: serveFlow,
         now,
       }),
       [RUN]: runAs,

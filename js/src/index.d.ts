@@ -6,10 +6,12 @@ import type {
   ClaimOutcome,
   ClaimRecord,
   Endpoint,
+  HttpRequest,
   Intent,
   Keyer,
   LookupAnswer,
   Payload,
+  Reply,
   RecordStatus,
   Response,
   Rules,
@@ -41,6 +43,33 @@ export interface GuardOptions {
   staleAfterSeconds?: number;
   /** Whole seconds now; default Math.floor(Date.now() / 1000). */
   now?: () => number;
+  /** Hears of what guard.serve() does not send: store failures, a handler's error. */
+  onError?: (error: unknown, context: { phase: 'claim' | 'handler' | 'capture' | 'complete'; key: string | null; retryInMs?: number }) => void;
+}
+
+/** A handler's answer to guard.serve(): sent as it is, stored by the core's capture rule. */
+export interface HandlerAnswer {
+  status: number;
+  headers: [string, string][];
+  body: Uint8Array;
+}
+
+/** How guard.serve() ended. */
+export interface ServeResult {
+  /** The path the core's serve flow took. */
+  path: 'refused' | 'unguarded' | 'replay' | 'in-flight' | 'payload-conflict' | 'unavailable' | 'handler' | 'released' | 'failed';
+  /** Whether the handler ran. */
+  ran: boolean;
+  /** The core's answer to send; null for 'handler' and 'unguarded' (send `answer`) and 'released' (answer the error). */
+  reply: Reply | null;
+  /** What finishing the record did; null when nothing was owned or the store failed every try. */
+  finished: 'stored' | 'released' | 'left-in-flight' | 'superseded' | null;
+  /** How many times finishing was tried again after the store could not be reached. */
+  finishRetries: number;
+  /** The handler's answer, when it answered. */
+  answer?: HandlerAnswer;
+  /** The handler's throw, when it threw. */
+  error?: unknown;
 }
 
 /** What to claim: an intent (key and fingerprint derived), or a key with a fingerprint or the payload. */
@@ -116,6 +145,11 @@ export type RecoverResult =
 export interface Guard {
   /** Claims the key; the owner runs the effect, everyone else gets the core's answer. */
   run(input: ClaimInput, effect: Effect): Promise<RunResult>;
+  /**
+   * One HTTP request through the core's serve flow (needs `endpoint`): admit,
+   * claim, the handler (when the request owns the effect), capture, finish, answer.
+   */
+  serve(request: HttpRequest, handler: (idempotency: { key: string; tenantId: string } | null) => MaybePromise<HandlerAnswer>): Promise<ServeResult>;
   /** Asks the destination about one stale in_flight record and applies the core's decision. */
   recover(request: RecoverRequest): Promise<RecoverResult>;
   /** recover() with a synchronous look-up and effect, through the component's guard export (sync stores only). */

@@ -3,16 +3,17 @@
 // other runtime (Bun, Deno, workerd): no Node or DOM APIs here, and the package is
 // a parameter, not an import. It follows the adapter pipeline every runner follows
 // (tests/vectors/README.md, "HTTP vectors"; the Rust twin is crates/vectors/src/http.rs):
-// admit through the endpoint, claim through a guard over a fresh memory store per
-// case, answer(outcome), run the handler when owned, finish by outcome class. Each
-// step compares the path taken, whether the handler ran, the status, the exact
-// header list and the exact body bytes; the fingerprints, storage keys and the
-// endpoint's fixed answers are checked through the endpoint.
+// each step goes through the core's serve flow (guard.serve: admit, claim, the
+// handler, capture, finish, answer) over a fresh memory store per case, whose
+// operations fail where the step says. Each step compares the path taken,
+// whether the handler ran, the status, the exact header list, the exact body
+// bytes, what finishing did and how often it was tried again; the fingerprints,
+// storage keys and the endpoint's fixed answers are checked through the endpoint.
 //
 // The API: { createEndpoint, createGuard, memoryStore } (the package's).
 
 export const SCHEMA = 'intentkey_http_vectors_v1';
-export const KINDS = ['handler', 'failed', 'unguarded', 'replay', 'in-flight', 'payload-conflict', 'refused'];
+export const KINDS = ['handler', 'failed', 'unguarded', 'replay', 'in-flight', 'payload-conflict', 'refused', 'unavailable', 'released'];
 const PROBE_KEY = 'fingerprint-probe';
 const STORAGE_KEY_ROUTE = '/storage-key';
 const LISTS = ['cases', 'steps', 'fingerprints', 'storage keys', 'endpoint answers'];
@@ -104,18 +105,51 @@ function defaults(profile, policies = {}) {
   };
 }
 
-/** Thrown by a handler whose vector says "throws". */
+/** Thrown by a handler whose vector says "throws" (or raises a status). */
 class HandlerThrew extends Error {}
 
-/** The adapter pipeline for one step: { kind, ran, reply, finished }. */
-async function runStep(endpoint, guard, clock, headerName, step, at) {
+/**
+ * A store over `inner` (synchronous, as the memory store is) whose next claim
+ * operations (insert, get) and finishing writes (complete, release) fail as a
+ * step's `store_fails` says: unreachable, or an error the store answered.
+ */
+function failingStore(inner, fails) {
+  const down = () => {
+    const tag = fails.unavailable ? 'unavailable' : 'failed';
+    return Object.assign(new Error(`injected by the vector (${tag})`), { payload: { tag, val: 'injected by the vector' } });
+  };
+  const gate = (budget, op) => (...args) => {
+    if (fails[budget] > 0) {
+      fails[budget] -= 1;
+      throw down();
+    }
+    return inner[op](...args);
+  };
+  return {
+    kind: 'vector-faults',
+    synchronous: inner.synchronous === true,
+    insert: gate('claim', 'insert'),
+    get: gate('claim', 'get'),
+    complete: gate('finish', 'complete'),
+    release: gate('finish', 'release'),
+    replace: (...a) => inner.replace(...a),
+    list: (...a) => inner.list(...a),
+    purge: (...a) => inner.purge(...a),
+  };
+}
+
+/** The step through the core's serve flow (guard.serve): { kind, ran, reply, finished, finishRetries }. */
+async function runStep(guard, clock, headerName, step, at) {
   const now = step.now;
   clock.now = now;
+  clock.fails.claim = step.store_fails?.claim ?? 0;
+  clock.fails.finish = step.store_fails?.finish ?? 0;
+  clock.fails.unavailable = step.store_fails?.unavailable ?? false;
   const { request, handler } = step;
   const name = headerName.toLowerCase();
   const keyValues = request.headers.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v);
   const typeHeader = request.headers.find(([n]) => n.toLowerCase() === 'content-type');
-  const admission = endpoint.admit(
+  const served = await guard.serve(
     {
       tenantId: request.tenant,
       method: request.method,
@@ -124,64 +158,39 @@ async function runStep(endpoint, guard, clock, headerName, step, at) {
       contentType: typeHeader === undefined ? undefined : typeHeader[1],
       body: bytesOf(request, 'body', 'body_hex', `${at}.request`),
     },
-    now,
+    async () => {
+      if (handler === 'throws') throw new HandlerThrew('the handler failed');
+      if (handler !== null && typeof handler === 'object' && 'raises' in handler) {
+        throw Object.assign(new HandlerThrew(`raised ${handler.raises}`), { status: handler.raises });
+      }
+      const sent = asIs(handler, `${at}.handler`);
+      return { status: sent.status, headers: sent.headers, body: sent.body };
+    },
   );
-  if (admission.tag === 'refused') return { kind: 'refused', ran: false, reply: admission.reply, finished: null };
-  if (admission.tag === 'unguarded') {
-    if (handler === 'throws') throw new Error('the handler of an unguarded step throws: the vectors never do that');
-    return { kind: 'unguarded', ran: true, reply: asIs(handler, `${at}.handler`), finished: null };
+  if (served.error !== undefined && !(served.error instanceof HandlerThrew)) throw served.error;
+  let reply = served.reply;
+  if (['handler', 'unguarded', 'released'].includes(served.path)) {
+    if (reply !== null) throw new Error(`the core gave a ${reply.status} reply on path ${served.path}`);
+    reply =
+      served.path === 'released'
+        ? { status: handler.raises, headers: [], body: new Uint8Array(0) }
+        : asIs(handler, `${at}.handler`);
+  } else if (reply === null) {
+    throw new Error(`the core gave no reply on path ${served.path}`);
   }
-  if (admission.tag !== 'guarded') throw new Error(`admit gave an unknown admission ${admission.tag}`);
-  const { attempt } = admission;
-  let ran = false;
-  let ownedAnswer;
-  const threw = new HandlerThrew('the handler failed');
-  let result;
-  try {
-    result = await guard.run(
-      { key: attempt.key, tenantId: attempt.tenantId, actionType: attempt.actionType, fingerprint: attempt.fingerprint },
-      async () => {
-        ran = true;
-        ownedAnswer = endpoint.answer('owned', now);
-        if (handler === 'throws') throw threw;
-        return {
-          status: handler.status,
-          contentType: handler.content_type,
-          headers: pairs(handler.headers),
-          body: bytesOf(handler, 'body', 'body_hex', `${at}.handler`),
-        };
-      },
-    );
-  } catch (e) {
-    if (e !== threw) throw e;
-    if (ownedAnswer !== null) throw new Error('answer(owned) gave a reply; an owned attempt runs the handler');
-    // The guard finished with `failed` and rethrew: the record must be left in flight.
-    const record = await guard.inspect(attempt.key);
-    const finished = record !== null && record.status === 'in_flight' ? 'left-in-flight' : `record ${record?.status}`;
-    return { kind: 'failed', ran, reply: endpoint.failed(now), finished };
-  }
-  if (result.outcome === 'owned') {
-    if (ownedAnswer !== null) throw new Error(`answer(owned) gave a ${ownedAnswer.status} reply; an owned attempt runs the handler`);
-    return { kind: 'handler', ran, reply: asIs(handler, `${at}.handler`), finished: result.finished };
-  }
-  const outcome = result.outcome === 'done' ? { outcome: 'done', response: result.response } : result.outcome;
-  const reply = endpoint.answer(outcome, now);
-  if (reply === null || reply === undefined) throw new Error(`answer(${result.outcome}) gave no reply; only an owned attempt gets none`);
-  const kind = { done: 'replay', 'in-flight': 'in-flight', 'payload-conflict': 'payload-conflict' }[result.outcome];
-  if (kind === undefined) throw new Error(`the claim gave an unknown outcome ${result.outcome}`);
-  return { kind, ran, reply, finished: null };
+  return { kind: served.path, ran: served.ran, reply, finished: served.finished, finishRetries: served.finishRetries };
 }
 
-function stepProblems(kase, step, trace, at) {
+function stepProblems(step, trace, at) {
   const out = [];
   const { expect } = step;
   if (trace.kind !== expect.kind) out.push(`path: want ${expect.kind}, got ${trace.kind}`);
   if (trace.ran !== expect.ran) out.push(`handler ran: want ${expect.ran}, got ${trace.ran}`);
   out.push(...replyDiff(expect, trace.reply, at));
-  let wantFinished = null;
-  if (trace.kind === 'handler') wantFinished = kase.release_statuses.includes(step.handler.status) ? 'released' : 'stored';
-  else if (trace.kind === 'failed') wantFinished = 'left-in-flight';
-  if ((trace.finished ?? null) !== wantFinished) out.push(`finish: want ${wantFinished}, got ${trace.finished}`);
+  if ((trace.finished ?? null) !== expect.finished) out.push(`finish: want ${expect.finished}, got ${trace.finished}`);
+  if (trace.finishRetries !== expect.finish_retries) {
+    out.push(`finish retries: want ${expect.finish_retries}, got ${trace.finishRetries}`);
+  }
   return out;
 }
 
@@ -241,9 +250,9 @@ export async function runHttpVectors(api, doc) {
   for (const kase of doc.cases) {
     const before = failures.length;
     const endpoint = endpointOf(api, secret, kase.endpoint);
-    const clock = { now: 0 };
+    const clock = { now: 0, fails: { claim: 0, finish: 0, unavailable: false } };
     const guard = api.createGuard({
-      store: api.memoryStore(),
+      store: failingStore(api.memoryStore(), clock.fails),
       endpoint,
       releaseStatuses: kase.release_statuses,
       now: () => clock.now,
@@ -255,9 +264,9 @@ export async function runHttpVectors(api, doc) {
       const at = `${kase.name}#${i + 1}`;
       let problems;
       try {
-        const trace = await runStep(endpoint, guard, clock, kase.header_name, step, at);
+        const trace = await runStep(guard, clock, kase.header_name, step, at);
         if (trace.ran) handlerRuns += 1;
-        problems = stepProblems(kase, step, trace, at);
+        problems = stepProblems(step, trace, at);
       } catch (e) {
         problems = [message(e)];
       }
