@@ -8,12 +8,12 @@
 // Both are built, never committed. The generated glue gets three exact rewrites
 // of how strings and memory views cross the boundary (scripts/glue.mjs; the build
 // fails if jco's output no longer matches them). With `--unpatched-glue DIR`, the
-// glue as jco wrote it is also kept, as DIR/intentkey.js and DIR/pure/intentkey.js
-// (for bench/glue.mjs, which measures the rewrites; never shipped: DIR is outside
-// vendor/). Instantiation mode "sync": the package supplies
-// the imports itself (src/instance.js), compiles the core modules once and can
-// instantiate again after a trap. See bench/JCO_CHOICE.md for why this jco version
-// and this mode.
+// glue as jco wrote it is also kept, as DIR/intentkey.js and DIR/pure/intentkey.js,
+// for bench/glue.mjs, which measures the rewrites (never shipped: DIR must be
+// outside vendor/). Instantiation mode "sync": the package supplies the imports
+// itself (src/instance.js), compiles the core modules once and can instantiate
+// again after a trap. See bench/JCO_CHOICE.md for why this jco version and this
+// mode.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
