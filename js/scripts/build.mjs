@@ -7,17 +7,30 @@
 //
 // Both are built, never committed. The generated glue gets three exact rewrites
 // of how strings and memory views cross the boundary (scripts/glue.mjs; the build
-// fails if jco's output no longer matches them). Instantiation mode "sync": the package supplies
-// the imports itself (src/instance.js), compiles the core modules once and can
-// instantiate again after a trap. See bench/JCO_CHOICE.md for why this jco version
-// and this mode.
+// fails if jco's output no longer matches them). With `--unpatched-glue DIR`, the
+// glue as jco wrote it is also kept, as DIR/intentkey.js and DIR/pure/intentkey.js,
+// for bench/glue.mjs, which measures the rewrites (never shipped: DIR must be
+// outside vendor/). Instantiation mode "sync": the package supplies the imports
+// itself (src/instance.js), compiles the core modules once and can instantiate
+// again after a trap. See bench/JCO_CHOICE.md for why this jco version and this
+// mode.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { patchGlue } from './glue.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const unpatchedArg = process.argv.indexOf('--unpatched-glue');
+if (unpatchedArg > 0 && !process.argv[unpatchedArg + 1]) {
+  console.error('build: --unpatched-glue takes a directory');
+  process.exit(1);
+}
+const unpatched = unpatchedArg > 0 ? resolve(process.cwd(), process.argv[unpatchedArg + 1]) : null;
+if (unpatched !== null && (unpatched === join(root, 'vendor') || unpatched.startsWith(join(root, 'vendor') + sep))) {
+  console.error('build: --unpatched-glue must be outside vendor/ (vendor/ is what the package ships)');
+  process.exit(1);
+}
 const dist = join(root, '..', 'dist');
 const targets = [
   { component: process.env.INTENTKEY_COMPONENT ?? join(dist, 'intentkey.wasm'), out: join(root, 'vendor') },
@@ -76,7 +89,14 @@ for (const { component, out, staticImports } of targets) {
   }
   // The boundary's byte moving, made cheaper (same bytes, same layout): see glue.mjs.
   const glue = join(out, 'intentkey.js');
-  writeFileSync(glue, patchGlue(readFileSync(glue, 'utf8'), relative(root, glue)));
+  const generated = readFileSync(glue, 'utf8');
+  writeFileSync(glue, patchGlue(generated, relative(root, glue)));
+  if (unpatched !== null) {
+    const copy = join(unpatched, relative(join(root, 'vendor'), glue));
+    mkdirSync(dirname(copy), { recursive: true });
+    writeFileSync(copy, generated);
+    console.log(`build: jco's unpatched glue kept as ${relative(process.cwd(), copy)}`);
+  }
   // The browser entry compiles every core module up front (it cannot fetch on demand
   // inside jco's synchronous instantiate), so it needs their names.
   const cores = files.filter((f) => f.endsWith('.wasm'));

@@ -16,7 +16,8 @@
 //    memory view instead of a fresh Uint8Array view and TextDecoder (the same
 //    decoding, except that a leading U+FEFF is kept, as it must be: TextDecoder
 //    strips it); elsewhere TextDecoder as generated.
-// bench/GUARD.md gives what each saves.
+// bench/glue.mjs measures them against the glue as generated (build.mjs
+// --unpatched-glue keeps it); results in ../BENCHMARKS.md, "Node: the glue rewrites".
 
 const SHORT = 64;
 
