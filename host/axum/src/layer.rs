@@ -33,10 +33,10 @@ use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use intentkey::claim::{ClaimFlow, EffectResult, FinishFlow, Finished, Response as Stored, Rules};
-use intentkey::http::{Admission, Endpoint, Incoming, Options, Reply};
+use intentkey::claim::{Flow, Op, Rules, Step};
+use intentkey::http::{Endpoint, Handled, Incoming, Options, Reply, ServeFlow};
 use intentkey::{Keyring, Policy, Secret};
-use intentkey_store::tokio::{drive, AsyncStore};
+use intentkey_store::tokio::{drive_serve, AsyncStore};
 use intentkey_store::StoreError;
 use tower::{Layer, Service};
 
@@ -345,50 +345,62 @@ where
         content_type: content_type.as_deref(),
         body: &body,
     };
-    let attempt = match endpoint.admit(&incoming, now) {
-        Ok(Admission::Guarded(attempt)) => attempt,
-        Ok(Admission::Refused(reply)) => return reply_response(reply),
-        Ok(Admission::Unguarded) => {
-            let request = Request::from_parts(parts, Body::from(body));
-            return match inner.call(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-        }
-        Err(e) => {
-            (config.on_error)(Phase::Config, &e.to_string());
-            return reply_response(endpoint.failed(now));
-        }
-    };
-    let token = match new_token() {
-        Ok(token) => token,
+    // The core's serve flow decides everything: admission, claim, capture,
+    // finish (tried again on its schedule), the answer. This performs it.
+    let seed = match new_seed() {
+        Ok(seed) => seed,
         Err(e) => {
             (config.on_error)(Phase::Config, &e);
             return reply_response(endpoint.failed(now));
         }
     };
-    let outcome = match drive(ClaimFlow::new(&attempt, &token, now), &*config.store, None).await {
-        Ok(outcome) => outcome,
+    let mut flow = match ServeFlow::new(endpoint, &incoming, config.rules.clone(), seed, now) {
+        Ok(flow) => flow,
         Err(e) => {
-            (config.on_error)(Phase::Claim, &e.to_string());
-            return reply_response(if e.is_retryable() {
-                endpoint.unavailable(now)
-            } else {
-                endpoint.failed(now)
-            });
+            (config.on_error)(Phase::Config, &e.to_string());
+            return reply_response(endpoint.failed(now));
         }
     };
-    if let Some(reply) = endpoint.answer(&outcome, now) {
-        return reply_response(reply);
-    }
+    let start = flow.start();
+    let step = match drive_serve(&mut flow, start, &*config.store, &mut |e| {
+        (config.on_error)(Phase::Claim, &e.to_string());
+    })
+    .await
+    {
+        Ok(step) => step,
+        Err(e) => {
+            (config.on_error)(Phase::Claim, &e.to_string());
+            return reply_response(endpoint.failed(now));
+        }
+    };
+    let key = match step {
+        Step::Done(served) => {
+            return match served.reply {
+                Some(reply) => reply_response(reply),
+                // No key, and keys are optional: the handler runs unguarded.
+                None => {
+                    let request = Request::from_parts(parts, Body::from(body));
+                    match inner.call(request).await {
+                        Ok(response) => response,
+                        Err(never) => match never {},
+                    }
+                }
+            };
+        }
+        Step::Io(Op::Effect(key)) => key,
+        Step::Io(op) => {
+            (config.on_error)(
+                Phase::Claim,
+                &format!("the serve flow stopped at {}", op.as_str()),
+            );
+            return reply_response(endpoint.failed(now));
+        }
+    };
 
     // Owned: the handler runs here, inline; if the client hangs up and this
     // future is dropped halfway, the rest runs on in a task of its own
     // (`Detached`), so the record is finished either way.
-    parts.extensions.insert(Idempotency {
-        key: attempt.key.clone(),
-        tenant_id,
-    });
+    parts.extensions.insert(Idempotency { key, tenant_id });
     let request = Request::from_parts(parts, Body::from(body));
     let owner = {
         let config = Arc::clone(&config);
@@ -398,31 +410,31 @@ where
                 Ok(Ok(response)) => response,
                 Ok(Err(never)) => match never {},
                 Err(_) => {
-                    // A panic: the outcome is unknown, so the record stays in
-                    // flight; the panic's message is not sent.
+                    // A panic: the outcome is unknown; the panic's message is not sent.
                     (config.on_error)(Phase::Handler, "the handler panicked");
-                    finish(&config, &attempt.key, &token, EffectResult::Failed).await;
-                    return reply_response(config.endpoint.failed((config.clock)()));
+                    return finish(&config, &mut flow, Handled::Failed, None).await;
                 }
             };
             let (head, body) = response.into_parts();
             match body.collect().await {
                 Ok(collected) => {
                     let bytes = collected.to_bytes();
-                    let stored = stored_response(&config.endpoint, &head, &bytes);
+                    let handled = Handled::Answered {
+                        status: head.status.as_u16(),
+                        headers: header_pairs(&head),
+                        body: bytes.to_vec(),
+                    };
                     finish(
                         &config,
-                        &attempt.key,
-                        &token,
-                        EffectResult::Answered(stored),
+                        &mut flow,
+                        handled,
+                        Some(Response::from_parts(head, Body::from(bytes))),
                     )
-                    .await;
-                    Response::from_parts(head, Body::from(bytes))
+                    .await
                 }
                 Err(e) => {
                     (config.on_error)(Phase::Handler, &format!("the handler's body failed: {e}"));
-                    finish(&config, &attempt.key, &token, EffectResult::Failed).await;
-                    reply_response(config.endpoint.failed((config.clock)()))
+                    finish(&config, &mut flow, Handled::Failed, None).await
                 }
             }
         }
@@ -462,16 +474,14 @@ impl Drop for Detached {
     }
 }
 
-/// A fresh owner token from the operating system's randomness.
-fn new_token() -> Result<String, String> {
-    intentkey_store::guard::new_owner_token().map_err(|e: StoreError| e.to_string())
+/// 16 random bytes from the operating system: the seed of a serve flow's owner token.
+fn new_seed() -> Result<[u8; 16], String> {
+    intentkey_store::guard::new_seed().map_err(|e: StoreError| e.to_string())
 }
 
-/// What is stored of the handler's answer: its status, `Content-Type`, the
-/// headers a replay restores (the core's allow-list) and the body.
-fn stored_response(endpoint: &Endpoint, head: &http::response::Parts, body: &[u8]) -> Stored {
-    let headers: Vec<(String, String)> = head
-        .headers
+/// The handler's headers as it set them, in order.
+fn header_pairs(head: &http::response::Parts) -> Vec<(String, String)> {
+    head.headers
         .iter()
         .map(|(n, v)| {
             (
@@ -479,38 +489,48 @@ fn stored_response(endpoint: &Endpoint, head: &http::response::Parts, body: &[u8
                 String::from_utf8_lossy(v.as_bytes()).into_owned(),
             )
         })
-        .collect();
-    endpoint
-        .options()
-        .capture(head.status.as_u16(), &headers, body)
+        .collect()
 }
 
-/// Finishes the owner's record. A store that cannot be reached is tried
-/// again on the core's schedule (`FINISH_RETRY_DELAYS_MS`, about 3 s; each
-/// try that failed is reported): otherwise the key answers 409 until recovery
-/// settles it (minutes), although its answer went out. The write is fenced
-/// on the owner token, so a try after one whose acknowledgement was lost
-/// writes nothing (`Superseded`).
-async fn finish(config: &Config, key: &str, token: &str, effect: EffectResult) -> Option<Finished> {
+/// Hands the handler's outcome to the serve flow and drives it to its end
+/// (the core captures what is stored, finishes the record and tries a
+/// completion the store could not take again on its schedule, each failure
+/// reported). The answer: the handler's own (`sent`), whatever finishing
+/// did, or the core's when it gives one (500 for a failed handler).
+async fn finish(
+    config: &Config,
+    flow: &mut ServeFlow,
+    handled: Handled,
+    sent: Option<Response<Body>>,
+) -> Response<Body> {
     let now = (config.clock)();
-    let mut waits = intentkey::claim::FINISH_RETRY_DELAYS_MS.iter();
-    loop {
-        let flow = FinishFlow::new(key, token, effect.clone(), now, &config.rules);
-        match drive(flow, &*config.store, None).await {
-            Ok(finished) => return Some(finished),
-            Err(e) => match waits.next() {
-                Some(ms) if e.is_retryable() => {
-                    (config.on_error)(
-                        Phase::Complete,
-                        &format!("{e}; trying the completion again in {ms} ms"),
-                    );
-                    tokio::time::sleep(std::time::Duration::from_millis(u64::from(*ms))).await;
-                }
-                _ => {
-                    (config.on_error)(Phase::Complete, &e.to_string());
-                    return None;
-                }
-            },
+    let fallback = || reply_response(config.endpoint.failed(now));
+    let step = match flow.handled(handled, now) {
+        Ok(step) => step,
+        Err(e) => {
+            (config.on_error)(Phase::Complete, &e.to_string());
+            return sent.unwrap_or_else(fallback);
+        }
+    };
+    let end = drive_serve(flow, step, &*config.store, &mut |e| {
+        (config.on_error)(Phase::Complete, &e.to_string());
+    })
+    .await;
+    match end {
+        Ok(Step::Done(served)) => match served.reply {
+            Some(reply) => reply_response(reply),
+            None => sent.unwrap_or_else(fallback),
+        },
+        Ok(Step::Io(op)) => {
+            (config.on_error)(
+                Phase::Complete,
+                &format!("the serve flow stopped at {}", op.as_str()),
+            );
+            sent.unwrap_or_else(fallback)
+        }
+        Err(e) => {
+            (config.on_error)(Phase::Complete, &e.to_string());
+            sent.unwrap_or_else(fallback)
         }
     }
 }

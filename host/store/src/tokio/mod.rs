@@ -220,7 +220,44 @@ async fn perform(
                 "intentkey: a flow asked for its effect outside a run (a bug)",
             ))
         }
+        Op::Wait(ms) => {
+            tokio::time::sleep(std::time::Duration::from_millis(u64::from(ms))).await;
+            OpResult::Waited
+        }
     })
+}
+
+/// Drives a serve flow ([`intentkey::http::ServeFlow`]) from `step` over an
+/// async store until it needs the handler (it returns the step asking for
+/// [`Op::Effect`]) or is done: every store operation is awaited here, and one
+/// that fails is handed to the flow, which decides what it means (the
+/// core's 503 or 500 before the claim; tried again after the pause it asks
+/// for, slept here, while finishing). `failed` hears of each failure, and of
+/// the pause that follows it, for the host's reports.
+///
+/// # Errors
+/// Only the flow's own (a bug in the driver): store failures go to the flow.
+pub async fn drive_serve(
+    flow: &mut intentkey::http::ServeFlow,
+    mut step: Step<intentkey::http::Served>,
+    store: &dyn AsyncStore,
+    failed: &mut (dyn FnMut(&StoreError) + Send),
+) -> Result<Step<intentkey::http::Served>, StoreError> {
+    loop {
+        step = match step {
+            Step::Done(_) | Step::Io(Op::Effect(_)) => return Ok(step),
+            Step::Io(op) => match perform(store, op, None).await {
+                Ok(result) => flow.resume(result)?,
+                Err(e) => {
+                    failed(&e);
+                    flow.resume(OpResult::Failed(intentkey::claim::StoreFailure {
+                        unavailable: e.is_retryable(),
+                        message: e.to_string(),
+                    }))?
+                }
+            },
+        };
+    }
 }
 
 /// An effect a run flow runs: what it reported and when it ended.
