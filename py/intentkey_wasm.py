@@ -955,11 +955,14 @@ class Endpoint:
     """One server's HTTP rules, run by the component's ``http`` export: its
     secret, profile options and route policies.
 
-    :meth:`admit` parses the key header, checks the body, derives the
-    tenant-scoped storage key and the request fingerprint; :meth:`answer`
-    turns a claim outcome (as :meth:`Guard.claim` returns it) into the
-    replay, the 409 or the conflict answer; :meth:`too_large`,
-    :meth:`unavailable` and :meth:`failed` are the other fixed answers.
+    :meth:`serve` runs one request through the core's serve flow (admit,
+    claim, the handler, capture, finish, answer) over a :class:`Guard`'s
+    store. The single decisions are here too: :meth:`admit` parses the key
+    header, checks the body, derives the tenant-scoped storage key and the
+    request fingerprint; :meth:`answer` turns a claim outcome (as
+    :meth:`Guard.claim` returns it) into the replay, the 409 or the conflict
+    answer; :meth:`too_large`, :meth:`unavailable` and :meth:`failed` are the
+    other fixed answers.
     Options left ``None`` take the profile's defaults. ``policies`` maps
     ``"METHOD route"`` to a policy document (JSON text or a dict) whose
     ignored fields leave that route's fingerprints.
