@@ -37,7 +37,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field as _field
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from wasmtime import Config, Engine, Store
@@ -884,7 +884,7 @@ class Served:
     finished: Optional[str]
     finish_retries: int
     claim_failure: Optional[Tuple[str, str]] = None
-    finish_failures: List[Tuple[str, str]] = field(default_factory=list)
+    finish_failures: List[Tuple[str, str]] = _field(default_factory=list)
     ran: bool = False
     handler_reply: Optional[Reply] = None
     handler_error: Optional[BaseException] = None
@@ -942,13 +942,6 @@ def _request(tenant_id: str, method: str, route: str, key_values: Sequence[str],
     return _record(tenant_id=_text("tenant_id", tenant_id), method=_text("method", method),
                    route=_text("route", route), key_values=[_text("key value", v) for v in key_values],
                    content_type=content_type, body=bytes(body))
-
-
-def _handled(tag: str, payload: Any) -> Any:
-    """A WIT ``handled`` value. wasmtime-py lowers this variant untagged (its
-    cases lift to distinct Python classes: a reply ``Record``, an ``int``,
-    ``None``), so the case is told by the payload's class."""
-    return payload
 
 
 class Endpoint:
@@ -1109,17 +1102,21 @@ class Endpoint:
                 op = step.payload
                 if op.tag == "effect":
                     ran = True
+                    # WIT `handled` is lowered untagged by wasmtime-py (its cases
+                    # are distinct Python classes): answered is the reply Record,
+                    # raised the int status, failed None.
+                    handled: Any
                     try:
                         outcome = handler(op.payload)
                     except Exception as exc:  # a failure: the record stays in flight
                         handler_error = exc
-                        handled = _handled("failed", None)
+                        handled = None
                     else:
                         if isinstance(outcome, Reply):
                             handler_reply = outcome
-                            handled = _handled("answered", _reply_in(outcome))
+                            handled = _reply_in(outcome)
                         elif isinstance(outcome, Raised):
-                            handled = _handled("raised", outcome.status)
+                            handled = outcome.status
                         else:
                             raise TypeError(f"a handler returns a Reply or a Raised, not {type(outcome).__name__}")
                     at = now if ended is None else ended()
