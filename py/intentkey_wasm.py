@@ -17,7 +17,10 @@ component's imports:
 
 The claim flow itself (the order of store operations, fencing on owner
 tokens, outcome classes, recovery) is the core's, run inside the component
-through its ``guard`` export; this module never sequences a claim.
+through its ``guard`` export; this module never sequences a claim. An HTTP
+request is the core's serve flow (``flows.flow.serve``), advanced by
+``guard.advance`` over the store import; :meth:`Endpoint.serve` only runs the
+handler and the pauses the flow asks for.
 
 One compiled component, one ``Store`` and one instance are reused across calls
 (guarded by a lock). If a call traps, or a host import fails, the instance is
@@ -33,8 +36,9 @@ import itertools
 import json
 import os
 import threading
-from dataclasses import dataclass
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+import time
+from dataclasses import dataclass, field as _field
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from wasmtime import Config, Engine, Store
 from wasmtime.component import Component, Linker, Record, ResourceAny, Variant
@@ -49,13 +53,16 @@ __all__ = [
     "IntentkeyTrap",
     "Keyer",
     "MemoryStore",
+    "Raised",
     "Reply",
     "Runtime",
+    "Served",
     "answer_lines",
     "default_options",
     "default_component_path",
     "load",
     "new_uuid_key",
+    "store_error",
     "uuid_key",
 ]
 
@@ -66,12 +73,15 @@ WIT_VERSION = "0.5.0"
 _KEYS = f"intentkey:core/keys@{WIT_VERSION}"
 _GUARD = f"intentkey:core/guard@{WIT_VERSION}"
 _HTTP = f"intentkey:core/http@{WIT_VERSION}"
+_FLOWS = f"intentkey:core/flows@{WIT_VERSION}"
 _SECRETS = f"intentkey:core/secrets@{WIT_VERSION}"
 _RANDOM = f"intentkey:core/random@{WIT_VERSION}"
 _STORE = f"intentkey:core/store@{WIT_VERSION}"
 _GATEWAY = f"intentkey:core/gateway@{WIT_VERSION}"
 
-_GUARD_EXPORTS = ("claim", "finish", "recover", "due", "purge")
+_GUARD_EXPORTS = ("claim", "finish", "recover", "due", "purge", "advance")
+
+_FLOW_EXPORTS = ("[static]flow.serve",)
 
 _HTTP_EXPORTS = (
     "default-options",
@@ -203,6 +213,16 @@ def _unwrap(value: Any) -> Any:
     if ok:
         return payload
     raise IntentkeyError._from_record(payload)
+
+
+def _unwrap_variant(value: Any) -> Variant:
+    """The ok value of a lifted ``result<V, error>`` whose ok type ``V`` is a
+    variant: lifted untagged, the ok ``Variant`` itself or the error ``Record``."""
+    if isinstance(value, Record):
+        raise IntentkeyError._from_record(value)
+    if isinstance(value, Variant) and value.tag in ("ok", "err"):
+        return _unwrap(value)
+    return value
 
 
 def _error_record(code: str, field: Optional[str], message: str) -> Record:
@@ -352,7 +372,8 @@ class Runtime:
         if keys is None:
             raise IntentkeyTrap(f"the component does not export {_KEYS}")
         funcs = {}
-        for interface, names in ((_KEYS, _EXPORTS), (_GUARD, _GUARD_EXPORTS), (_HTTP, _HTTP_EXPORTS)):
+        for interface, names in ((_KEYS, _EXPORTS), (_GUARD, _GUARD_EXPORTS), (_HTTP, _HTTP_EXPORTS),
+                                 (_FLOWS, _FLOW_EXPORTS)):
             parent = instance.get_export_index(store, interface)
             if parent is None:
                 raise IntentkeyTrap(f"the component does not export {interface}")
@@ -647,11 +668,22 @@ def _lookup(answer: Any) -> Variant:
     raise TypeError(f"a look-up answers 'absent', 'unknown' or ('found', response), not {answer!r}")
 
 
+def store_error(kind: str, message: str) -> Variant:
+    """A store failure as a store operation returns it instead of its value
+    (WIT ``store-error``): ``kind`` ``"unavailable"`` (could not reach the
+    store, or it was busy: retryable) or ``"failed"`` (the store refused the
+    operation or holds malformed data)."""
+    if kind not in ("unavailable", "failed"):
+        raise ValueError(f"a store error is 'unavailable' or 'failed', not {kind!r}")
+    return Variant(kind, _text("message", message))
+
+
 class MemoryStore:
     """A store in a dict, served to the component's ``store`` import. Each
     operation is one atomic step (the runtime's lock serializes guard calls);
     the fenced writes compare the owner token exactly as the SQL stores do
-    (docs/store-schema.md)."""
+    (docs/store-schema.md). Any object with these methods is a store; an
+    operation that fails returns :func:`store_error` instead of its value."""
 
     def __init__(self) -> None:
         self.records: dict = {}
@@ -821,8 +853,69 @@ class Admission:
     reply: Optional[Reply] = None
 
 
+@dataclass(frozen=True)
+class Raised:
+    """What a handler returns instead of an answer when its chain raised an
+    error carrying this HTTP status (a body parser's 400): the core releases
+    the claim for a 4xx (path ``released``: the framework answers the error,
+    unstored) and leaves it in flight otherwise (path ``failed``)."""
+
+    status: int
+
+
+@dataclass(frozen=True)
+class Served:
+    """How a request ended (:meth:`Endpoint.serve`, WIT ``served``).
+
+    ``path``: ``refused``, ``unguarded``, ``replay``, ``in-flight``,
+    ``payload-conflict``, ``unavailable``, ``handler``, ``released`` or
+    ``failed``. ``reply``: the core's answer to send; ``None`` for
+    ``handler`` (send ``handler_reply``, the handler's own answer),
+    ``released`` (the framework answers the raised error) and ``unguarded``
+    (nothing was claimed: run the handler unguarded). ``finished``: what
+    finishing the record did (``stored``, ``released``, ``left-in-flight``,
+    ``superseded``), ``None`` when nothing was owned or every try failed.
+    ``claim_failure`` and ``finish_failures``: the store failures met, as
+    ``(kind, message)``, for the host to report. ``ran``: whether the handler
+    ran; ``handler_error``: the exception it raised, if any."""
+
+    path: str
+    reply: Optional[Reply]
+    finished: Optional[str]
+    finish_retries: int
+    claim_failure: Optional[Tuple[str, str]] = None
+    finish_failures: List[Tuple[str, str]] = _field(default_factory=list)
+    ran: bool = False
+    handler_reply: Optional[Reply] = None
+    handler_error: Optional[BaseException] = None
+
+
 def _reply(rec: Any) -> Reply:
     return Reply(rec.status, [(str(n), str(v)) for n, v in rec.headers], bytes(rec.body))
+
+
+def _reply_in(reply: Reply) -> Record:
+    return _record(status=reply.status, headers=[(_text("header name", n), _text("header value", v)) for n, v in reply.headers],
+                   body=bytes(reply.body))
+
+
+def _failure(variant: Any) -> Tuple[str, str]:
+    return str(variant.tag), str(variant.payload)
+
+
+def _served(rec: Any, ran: bool, handler_reply: Optional[Reply], handler_error: Optional[BaseException]) -> Served:
+    claim_failure = _get(rec, "claim_failure")
+    return Served(
+        path=rec.path,
+        reply=None if rec.reply is None else _reply(rec.reply),
+        finished=rec.finished,
+        finish_retries=_get(rec, "finish_retries"),
+        claim_failure=None if claim_failure is None else _failure(claim_failure),
+        finish_failures=[_failure(f) for f in _get(rec, "finish_failures")],
+        ran=ran,
+        handler_reply=handler_reply,
+        handler_error=handler_error,
+    )
 
 
 def _options_dict(rec: Any) -> dict:
@@ -844,15 +937,25 @@ def default_options(profile: str = "ietf", *, runtime: Optional[Runtime] = None)
     return _options_dict(_runtime(runtime).call("default-options", profile))
 
 
+def _request(tenant_id: str, method: str, route: str, key_values: Sequence[str],
+             content_type: Optional[str], body: bytes) -> Record:
+    return _record(tenant_id=_text("tenant_id", tenant_id), method=_text("method", method),
+                   route=_text("route", route), key_values=[_text("key value", v) for v in key_values],
+                   content_type=content_type, body=bytes(body))
+
+
 class Endpoint:
     """One server's HTTP rules, run by the component's ``http`` export: its
     secret, profile options and route policies.
 
-    :meth:`admit` parses the key header, checks the body, derives the
-    tenant-scoped storage key and the request fingerprint; :meth:`answer`
-    turns a claim outcome (as :meth:`Guard.claim` returns it) into the
-    replay, the 409 or the conflict answer; :meth:`too_large`,
-    :meth:`unavailable` and :meth:`failed` are the other fixed answers.
+    :meth:`serve` runs one request through the core's serve flow (admit,
+    claim, the handler, capture, finish, answer) over a :class:`Guard`'s
+    store. The single decisions are here too: :meth:`admit` parses the key
+    header, checks the body, derives the tenant-scoped storage key and the
+    request fingerprint; :meth:`answer` turns a claim outcome (as
+    :meth:`Guard.claim` returns it) into the replay, the 409 or the conflict
+    answer; :meth:`too_large`, :meth:`unavailable` and :meth:`failed` are the
+    other fixed answers.
     Options left ``None`` take the profile's defaults. ``policies`` maps
     ``"METHOD route"`` to a policy document (JSON text or a dict) whose
     ignored fields leave that route's fingerprints.
@@ -928,9 +1031,7 @@ class Endpoint:
         header named :meth:`header_name` (case-insensitively), one per line.
         Raises :class:`IntentkeyError` only for what the server got wrong (an
         empty tenant, method or route)."""
-        request = _record(tenant_id=_text("tenant_id", tenant_id), method=_text("method", method),
-                          route=_text("route", route), key_values=[_text("key value", v) for v in key_values],
-                          content_type=content_type, body=bytes(body))
+        request = _request(tenant_id, method, route, key_values, content_type, body)
         answer = self._method("admit", request, _s64(now))
         # result<admission, error>: the admission is a tagged Variant, an error a Record.
         if isinstance(answer, Record):
@@ -953,6 +1054,80 @@ class Endpoint:
         for ``Variant('owned')``: run the handler."""
         reply = self._method("answer", outcome, _s64(now))
         return None if reply is None else _reply(reply)
+
+    def serve(self, guard: "Guard", tenant_id: str, method: str, route: str, key_values: Sequence[str],
+              content_type: Optional[str], body: bytes, now: int, handler: Callable[[str], Union[Reply, Raised]],
+              *, ended: Optional[Callable[[], int]] = None,
+              sleep: Callable[[float], Any] = time.sleep) -> Served:
+        """Serves one request through the core's serve flow: admit, claim
+        through ``guard`` (its store and rules), the handler, capture, finish
+        by the outcome class and the answer. Every rule and store operation is
+        the core's; this method only runs what the flow hands back to the host:
+
+        * the handler, ``handler(key) -> Reply | Raised``, called only when
+          this request owns the key: a :class:`Reply` is its answer (status,
+          every header as set, body); :class:`Raised` is an error carrying an
+          HTTP status; an exception is a failure (the record stays in flight,
+          the client gets 500, the exception is in ``handler_error``);
+        * the pause before a completion the store could not take is tried
+          again: ``sleep(seconds)``.
+
+        ``ended()`` gives the time the handler ended (seconds; ``None``:
+        ``now``). ``key_values`` and ``content_type`` are read as for
+        :meth:`admit`. The guard must run on this endpoint's runtime. Raises
+        :class:`IntentkeyError` only for what the server got wrong (an empty
+        tenant or route)."""
+        rt = self._rt
+        if guard._rt is not rt:
+            raise ValueError("the guard and the endpoint must run on the same runtime (one instance holds both)")
+        request = _request(tenant_id, method, route, key_values, content_type, body)
+        with rt._lock:
+            created = rt.call("[static]flow.serve", self._handle(), request, guard._rules, os.urandom(16), _s64(now))
+            generation = rt.generation
+        flow = _unwrap(created)
+        ran = False
+        handler_reply: Optional[Reply] = None
+        handler_error: Optional[BaseException] = None
+        done: Optional[Variant] = None
+        try:
+            while True:
+                with rt._lock:
+                    if rt.generation != generation or rt._store is None:
+                        raise IntentkeyTrap("the instance serving this request was discarded (a trap in another call)")
+                    step = _unwrap_variant(rt.call_guard("advance", guard.store, None, flow, done))
+                if step.tag == "done":
+                    if step.payload.tag != "served":
+                        raise IntentkeyTrap(f"the serve flow answered {step.payload.tag!r}, not served")
+                    return _served(step.payload.payload, ran, handler_reply, handler_error)
+                op = step.payload
+                if op.tag == "effect":
+                    ran = True
+                    # WIT `handled` is lowered untagged by wasmtime-py (its cases
+                    # are distinct Python classes): answered is the reply Record,
+                    # raised the int status, failed None.
+                    handled: Any
+                    try:
+                        outcome = handler(op.payload)
+                    except Exception as exc:  # a failure: the record stays in flight
+                        handler_error = exc
+                        handled = None
+                    else:
+                        if isinstance(outcome, Reply):
+                            handler_reply = outcome
+                            handled = _reply_in(outcome)
+                        elif isinstance(outcome, Raised):
+                            handled = outcome.status
+                        else:
+                            raise TypeError(f"a handler returns a Reply or a Raised, not {type(outcome).__name__}")
+                    at = now if ended is None else ended()
+                    done = Variant("handled", _record(handled=handled, now=_s64(at)))
+                elif op.tag == "wait":
+                    sleep(op.payload / 1000)
+                    done = Variant("waited")
+                else:
+                    raise IntentkeyTrap(f"the serve flow asked the host for {op.tag!r}, which it never does")
+        finally:
+            rt.drop(flow, generation, now=True)
 
     def too_large(self, now: int) -> Reply:
         """413: the body is larger than ``max_body_bytes``."""

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Runs the HTTP conformance vectors (tests/vectors/http/http_test.json)
-through the WebAssembly component via wasmtime-py: the endpoint is the
-component's ``http`` export (:class:`intentkey_wasm.Endpoint`), the claims
-are its ``guard`` export over a fresh :class:`intentkey_wasm.MemoryStore`
-per case. The pipeline is the one every runner follows
+through the WebAssembly component via wasmtime-py: each step is the core's
+serve flow (:meth:`intentkey_wasm.Endpoint.serve`: WIT ``flows.flow.serve``
+advanced by ``guard.advance``) over a fresh :class:`intentkey_wasm.MemoryStore`
+per case, wrapped to fail the store operations a step's ``store_fails``
+names. The procedure is the one every runner follows
 (tests/vectors/README.md, "HTTP vectors"; the Rust twin is
 crates/vectors/src/http.rs).
 
 Each step compares the path taken, whether the handler ran, the status, the
-exact header list and the exact body bytes. The ``fingerprints``,
+exact header list, the exact body bytes, what finishing did and how many
+times it was tried again. The ``fingerprints``,
 ``storage_keys`` and ``endpoint_answers`` lists are checked through the
 endpoint. After the run, a canary run on altered copies of a few vectors
 must fail, so a runner that compares nothing cannot pass.
@@ -35,7 +37,12 @@ import intentkey_wasm as ik  # noqa: E402
 from wasmtime.component import Variant  # noqa: E402
 
 SCHEMA = "intentkey_http_vectors_v1"
-KINDS = ("handler", "failed", "unguarded", "replay", "in-flight", "payload-conflict", "refused")
+KINDS = ("refused", "unguarded", "replay", "in-flight", "payload-conflict", "unavailable", "handler", "released",
+         "failed")
+FINISHED = ("stored", "released", "left-in-flight", "superseded")
+#: The store operations a step's ``store_fails.claim`` counts; every other one counts as ``finish``.
+CLAIM_OPS = ("insert", "get")
+INJECTED = "injected by the vector"
 PROBE_KEY = "fingerprint-probe"
 STORAGE_KEY_ROUTE = "/storage-key"
 DEFAULTS = {"strict_key_syntax": False, "retry_after_seconds": 1, "replay_headers": ["Location", "Content-Type"],
@@ -95,9 +102,68 @@ def as_is(response: Dict[str, Any], at: str) -> ik.Reply:
     return ik.Reply(response["status"], headers, data(response, "body", "body_hex", at))
 
 
+def sent(handler: Any, at: str) -> Optional[ik.Reply]:
+    """What goes out when the core leaves the answer to the runner: the
+    response as is, or the bare status of a raised error; None for "throws"."""
+    if handler == "throws":
+        return None
+    if "raises" in handler:
+        return ik.Reply(handler["raises"], [], b"")
+    return as_is(handler, at)
+
+
+class FailingStore:
+    """A store that fails, before performing anything, the next ``claim``
+    claim operations (insert, get) and the next ``finish`` other operations
+    (the finishing writes: complete, release) with the WIT ``store-error``
+    ``unavailable`` (unreachable) or ``failed`` (an error the store answered)."""
+
+    def __init__(self, inner: ik.MemoryStore) -> None:
+        self.inner = inner
+        self.claim = 0
+        self.finish = 0
+        self.unavailable = True
+
+    def arm(self, fails: Optional[Dict[str, Any]]) -> None:
+        fails = fails or {"claim": 0, "finish": 0, "unavailable": True}
+        self.claim, self.finish, self.unavailable = fails["claim"], fails["finish"], fails["unavailable"]
+
+    def _op(self, name: str, *args: Any) -> Any:
+        budget = "claim" if name in CLAIM_OPS else "finish"
+        if getattr(self, budget) > 0:
+            setattr(self, budget, getattr(self, budget) - 1)
+            return ik.store_error("unavailable" if self.unavailable else "failed", INJECTED)
+        return getattr(self.inner, name)(*args)
+
+    def insert(self, record: Any) -> Any:
+        return self._op("insert", record)
+
+    def get(self, key: str) -> Any:
+        return self._op("get", key)
+
+    def complete(self, c: Any) -> Any:
+        return self._op("complete", c)
+
+    def replace(self, r: Any) -> Any:
+        return self._op("replace", r)
+
+    def release(self, r: Any) -> Any:
+        return self._op("release", r)
+
+    def list(self, status: str, limit: int) -> Any:
+        return self._op("list", status, limit)
+
+    def purge(self, now: int) -> Any:
+        return self._op("purge", now)
+
+
+Trace = Tuple[str, bool, ik.Reply, Optional[str], int]
+
+
 def run_step(endpoint: ik.Endpoint, guard: ik.Guard, header_name: str, step: Dict[str, Any],
-             at: str) -> Tuple[str, bool, ik.Reply, Optional[str]]:
-    """The adapter pipeline: (kind, handler ran, reply, finished)."""
+             at: str) -> Trace:
+    """One step (README, "HTTP vectors"): the serve flow does everything;
+    (kind, handler ran, reply, finished, finish retries)."""
     now = step["now"]
     request = step["request"]
     headers = pairs(request["headers"])
@@ -105,36 +171,40 @@ def run_step(endpoint: ik.Endpoint, guard: ik.Guard, header_name: str, step: Dic
     content_type = next((v for n, v in headers if n.lower() == "content-type"), None)
     body = data(request, "body", "body_hex", at + ".request")
     handler = step["handler"]
-    admission = endpoint.admit(request["tenant"], request["method"], request["route"], key_values,
-                               content_type, body, now)
-    if admission.tag == "refused":
-        return "refused", False, admission.reply, None
-    if admission.tag == "unguarded":
+    reply_as_sent = sent(handler, at + ".handler")
+
+    def run_handler(_key: str) -> Any:
         if handler == "throws":
-            raise Broken(f"{at}: the handler of an unguarded step throws")
-        return "unguarded", True, as_is(handler, at + ".handler"), None
-    a = admission.attempt
-    outcome, token = guard.claim_attempt(a, now)
-    reply = endpoint.answer(outcome, now)
-    if outcome.tag == "owned":
-        if reply is not None:
-            raise AssertionError(f"answer(owned) gave a {reply.status} reply; an owned attempt runs the handler")
-        if handler == "throws":
-            finished = guard.finish(a.key, token, Variant("failed"), now)
-            return "failed", True, endpoint.failed(now), finished
-        response = ik.response(handler["status"], data(handler, "body", "body_hex", at + ".handler"),
-                               handler["content_type"], pairs(handler["headers"]))
-        finished = guard.finish(a.key, token, Variant("answered", response), now)
-        return "handler", True, as_is(handler, at + ".handler"), finished
-    if reply is None:
-        raise AssertionError(f"answer({outcome.tag}) gave no reply; only an owned attempt gets none")
-    kind = {"done": "replay", "in-flight": "in-flight", "payload-conflict": "payload-conflict"}[outcome.tag]
-    return kind, False, reply, None
+            raise RuntimeError("the vector's handler throws")
+        if "raises" in handler:
+            return ik.Raised(handler["raises"])
+        return reply_as_sent
+
+    guard.store.arm(step.get("store_fails"))
+    served = endpoint.serve(guard, request["tenant"], request["method"], request["route"], key_values,
+                            content_type, body, now, run_handler, sleep=lambda _seconds: None)
+    kind = served.path
+    if kind not in KINDS:
+        raise AssertionError(f"the serve flow took an unknown path {kind!r}")
+    ran = served.ran
+    if kind in ("handler", "released", "unguarded"):
+        if served.reply is not None:
+            raise AssertionError(f"the core gave a {served.reply.status} reply on path {kind}, "
+                                 "where the handler's or the framework's answer goes out")
+        if reply_as_sent is None:
+            raise Broken(f"{at}: path {kind} with a handler that throws")
+        if kind == "unguarded":
+            ran = True  # the flow claimed nothing: the runner runs the handler itself
+        reply = reply_as_sent
+    elif served.reply is None:
+        raise AssertionError(f"the core gave no reply on path {kind}")
+    else:
+        reply = served.reply
+    return kind, ran, reply, served.finished, served.finish_retries
 
 
-def step_problems(case: Dict[str, Any], step: Dict[str, Any], trace: Tuple[str, bool, ik.Reply, Optional[str]],
-                  at: str) -> List[str]:
-    kind, ran, reply, finished = trace
+def step_problems(step: Dict[str, Any], trace: Trace, at: str) -> List[str]:
+    kind, ran, reply, finished, finish_retries = trace
     expect = step["expect"]
     out = []
     if kind != expect["kind"]:
@@ -142,15 +212,10 @@ def step_problems(case: Dict[str, Any], step: Dict[str, Any], trace: Tuple[str, 
     if ran != expect["ran"]:
         out.append(f"handler ran: want {expect['ran']}, got {ran}")
     out += reply_diff(expect, reply, at)
-    handler = step["handler"]
-    if kind == "handler":
-        want_finished = "released" if handler["status"] in case["release_statuses"] else "stored"
-    elif kind == "failed":
-        want_finished = "left-in-flight"
-    else:
-        want_finished = None
-    if finished != want_finished:
-        out.append(f"finish: want {want_finished}, got {finished}")
+    if finished != expect["finished"]:
+        out.append(f"finish: want {expect['finished']}, got {finished}")
+    if finish_retries != expect["finish_retries"]:
+        out.append(f"finish retries: want {expect['finish_retries']}, got {finish_retries}")
     return out
 
 
@@ -184,7 +249,7 @@ def run(doc: Dict[str, Any]) -> Report:
         name = case["name"]
         before = len(report.failures)
         endpoint = endpoint_of(secret, case["endpoint"])
-        guard = ik.Guard(ik.MemoryStore(), release_statuses=case["release_statuses"])
+        guard = ik.Guard(FailingStore(ik.MemoryStore()), release_statuses=case["release_statuses"])
         header_name = endpoint.header_name()
         if header_name != case["header_name"]:
             report.failures.append(f"{name}: header-name: want {case['header_name']!r}, got {header_name!r}")
@@ -192,7 +257,7 @@ def run(doc: Dict[str, Any]) -> Report:
             at = f"{name}#{i + 1}"
             try:
                 trace = run_step(endpoint, guard, case["header_name"], step, at)
-                problems = step_problems(case, step, trace, at)
+                problems = step_problems(step, trace, at)
                 report.handler_runs += trace[1]
             except Broken:
                 raise
@@ -274,25 +339,49 @@ def lint(doc: Any) -> None:
             e = s["expect"]
             if e["kind"] not in KINDS:
                 raise Broken(f"{c['name']}#{i + 1}: unknown kind {e['kind']!r}")
+            at = f"{c['name']}#{i + 1}"
             if (e["kind"] == "refused") != ("refusal" in e):
-                raise Broken(f"{c['name']}#{i + 1}: refusal is given exactly when the kind is refused")
+                raise Broken(f"{at}: refusal is given exactly when the kind is refused")
+            if e["finished"] is not None and e["finished"] not in FINISHED:
+                raise Broken(f"{at}: unknown finished {e['finished']!r}")
+            if not isinstance(e["finish_retries"], int) or e["finish_retries"] < 0:
+                raise Broken(f"{at}: finish_retries is not a count")
+            h = s["handler"]
+            if not (h == "throws" or (isinstance(h, dict) and (set(h) == {"raises"} or "status" in h))):
+                raise Broken(f"{at}: handler is neither a response, {{\"raises\": status}} nor \"throws\"")
+            fails = s.get("store_fails")
+            if fails is not None and not (isinstance(fails.get("claim"), int) and isinstance(fails.get("finish"), int)
+                                          and isinstance(fails.get("unavailable"), bool)):
+                raise Broken(f"{at}: store_fails is not {{claim, finish, unavailable}}")
 
 
 def canary(doc: Dict[str, Any]) -> List[str]:
-    """Alters three vectors; the runner must report each. Returns problems."""
+    """Alters five vectors (a body, whether the handler ran, what finishing
+    did, how often it was tried again, a fingerprint); the runner must report
+    each. Returns problems."""
     altered = copy.deepcopy(doc)
-    altered["cases"] = altered["cases"][:2]
-    body = altered["cases"][0]["steps"][1]["expect"]
+    cases = altered["cases"]
+    retried = next((c for c in cases if any(s["expect"]["finish_retries"] > 0 for s in c["steps"])), None)
+    finished = next((c for c in cases[2:] if c is not retried
+                     and any(s["expect"]["finished"] is not None for s in c["steps"])), None)
+    if retried is None or finished is None:
+        return ["the vectors hold no case whose finishing is tried again, or none that finishes"]
+    altered["cases"] = [cases[0], cases[1], retried, finished]
+    body = cases[0]["steps"][1]["expect"]
     body["body"] = body["body"] + " "
-    altered["cases"][1]["steps"][0]["expect"]["ran"] = False
+    cases[1]["steps"][0]["expect"]["ran"] = False
+    step = next(s for s in retried["steps"] if s["expect"]["finish_retries"] > 0)
+    step["expect"]["finish_retries"] -= 1
+    step = next(s for s in finished["steps"] if s["expect"]["finished"] is not None)
+    step["expect"]["finished"] = None
     altered["fingerprints"] = altered["fingerprints"][:1]
     altered["fingerprints"][0]["fingerprint"] = "0" * 64
     altered["storage_keys"] = altered["storage_keys"][:1]
     altered["endpoint_answers"] = altered["endpoint_answers"][:1]
     report = run(altered)
     problems = []
-    if len(report.failures) != 3:
-        problems.append(f"the canary run on 3 altered vectors reported {len(report.failures)} failures")
+    if len(report.failures) != 5:
+        problems.append(f"the canary run on 5 altered vectors reported {len(report.failures)} failures")
     if report.counts["cases"][1] != 0 or report.counts["fingerprints"][1] != 0:
         problems.append("the canary run passed an altered case or fingerprint")
     return problems

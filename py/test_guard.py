@@ -1,5 +1,6 @@
 """The core's claim flow from Python: a MemoryStore served to the component's
-``store`` import, driven by its ``guard`` export. Run: python3 py/test_guard.py"""
+``store`` import, driven by its ``guard`` export; and the serve flow
+(``Endpoint.serve``) over it. Run: python3 py/test_guard.py"""
 
 import os
 import sys
@@ -92,6 +93,86 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(outcome.payload.tag, "record-done")
         self.assertEqual(self.guard.purge(T0 + 300 + ik.DEFAULT_TTL_SECONDS - 1), 0)
         self.assertEqual(self.guard.purge(T0 + 300 + ik.DEFAULT_TTL_SECONDS), 1)
+
+
+class Flaky(ik.MemoryStore):
+    """A memory store whose `fail` operations answer a store error."""
+
+    def __init__(self, fail=(), kind="unavailable"):
+        super().__init__()
+        self.fail, self.kind = set(fail), kind
+
+    def insert(self, record):
+        return ik.store_error(self.kind, "down") if "insert" in self.fail else super().insert(record)
+
+    def complete(self, c):
+        return ik.store_error(self.kind, "down") if "complete" in self.fail else super().complete(c)
+
+
+class ServeTest(unittest.TestCase):
+    """Endpoint.serve: the core's serve flow, the handler and the pauses run from Python."""
+
+    def serve(self, guard, handler, now=T0, key="k-1", sleep=lambda _s: None):
+        endpoint = ik.Endpoint(b"s" * 32, profile="stripe")
+        return endpoint.serve(guard, "tenant-1", "POST", "/orders", [key], "application/json", b'{"a":1}', now,
+                              handler, sleep=sleep)
+
+    def test_the_handler_runs_once_and_its_answer_is_replayed(self):
+        guard = ik.Guard(ik.MemoryStore())
+        calls = []
+
+        def handler(key):
+            calls.append(key)
+            return ik.Reply(201, [("Content-Type", "application/json"), ("Location", "/orders/1")], b'{"id":1}')
+
+        first = self.serve(guard, handler)
+        self.assertEqual((first.path, first.reply, first.finished, first.ran), ("handler", None, "stored", True))
+        self.assertEqual(first.handler_reply.status, 201)
+        again = self.serve(guard, handler, now=T0 + 1)
+        self.assertEqual((again.path, again.ran, again.reply.status, again.reply.body), ("replay", False, 201, b'{"id":1}'))
+        self.assertEqual(again.reply.header("Location"), "/orders/1")
+        self.assertEqual(len(calls), 1)
+
+    def test_a_handler_exception_leaves_the_record_in_flight(self):
+        guard = ik.Guard(ik.MemoryStore())
+        boom = RuntimeError("boom")
+
+        def handler(_key):
+            raise boom
+
+        served = self.serve(guard, handler)
+        self.assertEqual((served.path, served.reply.status, served.finished), ("failed", 500, "left-in-flight"))
+        self.assertIs(served.handler_error, boom)
+        self.assertNotIn(b"boom", served.reply.body)
+        self.assertEqual(self.serve(guard, handler, now=T0 + 1).reply.status, 409)
+
+    def test_a_raised_client_error_releases_the_claim(self):
+        guard = ik.Guard(ik.MemoryStore())
+        served = self.serve(guard, lambda _key: ik.Raised(400))
+        self.assertEqual((served.path, served.reply, served.finished), ("released", None, "released"))
+        self.assertEqual(guard.store.records, {})
+
+    def test_a_claim_the_store_fails_runs_nothing_and_is_reported(self):
+        ran = []
+        served = self.serve(ik.Guard(Flaky({"insert"}, "failed")), lambda key: ran.append(key))
+        self.assertEqual((served.path, served.reply.status, served.ran), ("unavailable", 500, False))
+        self.assertEqual(served.claim_failure, ("failed", "down"))
+        self.assertEqual(ran, [])
+
+    def test_a_completion_the_store_cannot_take_is_tried_again_after_the_core_s_pauses(self):
+        store = Flaky({"complete"})
+        slept = []
+        served = self.serve(ik.Guard(store), lambda _key: ik.Reply(201, [], b"{}"), sleep=slept.append)
+        self.assertEqual((served.path, served.finished), ("handler", None))
+        self.assertGreater(served.finish_retries, 0)
+        self.assertEqual(len(slept), served.finish_retries)
+        self.assertTrue(all(s > 0 for s in slept))
+        self.assertEqual(served.finish_failures, [("unavailable", "down")] * (served.finish_retries + 1))
+        self.assertEqual([r.status for r in store.records.values()], ["in-flight"])
+
+    def test_a_handler_must_answer_a_reply_or_raised(self):
+        with self.assertRaises(TypeError):
+            self.serve(ik.Guard(ik.MemoryStore()), lambda _key: "ok")
 
 
 if __name__ == "__main__":
