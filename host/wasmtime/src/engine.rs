@@ -48,6 +48,7 @@ pub(crate) enum Linked {
     Intentkey {
         pre: InstancePre<HostState<GuardImports>>,
         guard: full::exports::intentkey::core::guard::GuestIndices,
+        flows: full::exports::intentkey::core::flows::GuestIndices,
     },
 }
 
@@ -113,7 +114,9 @@ impl WasmEngine {
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
             let guard = full::exports::intentkey::core::guard::GuestIndices::new(&pre)
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
-            (Linked::Intentkey { pre, guard }, keys, http)
+            let flows = full::exports::intentkey::core::flows::GuestIndices::new(&pre)
+                .map_err(|e| mismatch(World::Intentkey, &e))?;
+            (Linked::Intentkey { pre, guard, flows }, keys, http)
         } else {
             let mut linker = Linker::new(&engine);
             pure::Pure::add_to_linker::<_, wasmtime::component::HasSelf<_>>(

@@ -83,12 +83,14 @@ mod keyer;
 mod keys;
 mod keys_api;
 mod keys_export;
+mod server;
 
 pub use endpoint::WasmEndpoint;
 pub use engine::{WasmEngine, World};
 pub use guard::WasmGuard;
 pub use keyer::WasmKeyer;
 pub use keys::WasmKeys;
+pub use server::WasmServer;
 
 /// A failure calling the component.
 #[derive(Debug)]
