@@ -468,3 +468,157 @@ fn a_keyring_endpoint_admits_with_the_prior_key_inside_the_window() {
         "{refused:?}"
     );
 }
+
+fn order(key: &'static [&'static str]) -> Incoming<'static> {
+    Incoming {
+        tenant_id: "shop",
+        method: "POST",
+        route: "/orders",
+        key_values: key,
+        content_type: Some("application/json"),
+        body: br#"{"amount":"10.00"}"#,
+    }
+}
+
+fn created(_key: &str) -> (Handled, i64) {
+    let headers = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+    let body = br#"{"id":"ord_1"}"#.to_vec();
+    (
+        Handled::Answered {
+            status: 201,
+            headers,
+            body,
+        },
+        101,
+    )
+}
+
+/// The server: the handler runs once, a retry is the replay; a store that
+/// cannot be reached before the claim is 503 with the failure reported; a
+/// finish that keeps failing is tried again after each pause and leaves the
+/// record in flight (409 to the retry); after a trap the next request runs
+/// on a fresh instance over the same store.
+#[test]
+fn a_server_runs_the_handler_once_and_replays() {
+    use intentkey::claim::Finished;
+    use intentkey::http::ServePath;
+    let store = Arc::new(Failing::default());
+    let options = Options::new(Profile::Ietf);
+    let mut server =
+        WasmServer::new(guard_engine(), store.clone(), &[7; 32], &options, &[]).unwrap();
+    assert_eq!(server.header_name().unwrap(), "Idempotency-Key");
+    let rules = Rules::default();
+    let runs = std::cell::Cell::new(0);
+    let mut handler = |key: &str| {
+        runs.set(runs.get() + 1);
+        assert_eq!(key.len(), 64);
+        created(key)
+    };
+    let first = server
+        .serve(&order(&["k-1"]), &rules, 100, &mut handler)
+        .unwrap();
+    assert_eq!(
+        (first.path, first.reply, first.finished),
+        (ServePath::Handler, None, Some(Finished::Stored))
+    );
+    let again = server
+        .serve(&order(&["k-1"]), &rules, 102, &mut handler)
+        .unwrap();
+    let reply = again.reply.unwrap();
+    assert_eq!((again.path, reply.status), (ServePath::Replay, 201));
+    assert_eq!(reply.body, br#"{"id":"ord_1"}"#);
+    assert_eq!(runs.get(), 1);
+
+    // The store cannot be reached: 503, the handler does not run, the
+    // failure is reported.
+    store.arm(v::StoreFails {
+        claim: 1,
+        finish: 0,
+        unavailable: true,
+    });
+    let down = server
+        .serve(&order(&["k-2"]), &rules, 103, &mut handler)
+        .unwrap();
+    store.arm(v::StoreFails::default());
+    assert_eq!(down.path, ServePath::Unavailable);
+    assert_eq!(down.reply.map(|r| r.status), Some(503));
+    assert_eq!(
+        down.claim_failure.map(|f| (f.unavailable, f.message)),
+        Some((true, "injected by the vector".to_owned()))
+    );
+    assert_eq!(runs.get(), 1);
+
+    // Finishing fails every time: each pause is the host's to wait out.
+    store.arm(v::StoreFails {
+        claim: 0,
+        finish: 100,
+        unavailable: true,
+    });
+    let mut pauses = Vec::new();
+    let stuck = server
+        .serve_with(&order(&["k-3"]), &rules, 104, &mut handler, |d| {
+            pauses.push(d)
+        })
+        .unwrap();
+    store.arm(v::StoreFails::default());
+    assert_eq!((stuck.path, stuck.finished), (ServePath::Handler, None));
+    assert_eq!(stuck.finish_retries as usize, pauses.len());
+    assert!(!pauses.is_empty());
+    assert_eq!(stuck.finish_failures.len(), pauses.len() + 1);
+    let busy = server
+        .serve(&order(&["k-3"]), &rules, 105, &mut handler)
+        .unwrap();
+    assert_eq!(
+        (busy.path, busy.reply.map(|r| r.status)),
+        (ServePath::InFlight, Some(409))
+    );
+    assert_eq!(runs.get(), 2);
+
+    // A trap: that call fails, the next one runs on a fresh instance over
+    // the same store (the endpoint is rebuilt with the same secret).
+    server.interrupt_next_call();
+    assert!(matches!(
+        server.serve(&order(&["k-1"]), &rules, 106, &mut handler),
+        Err(HostError::Trap(_))
+    ));
+    assert_eq!(server.reinstantiations(), 1);
+    let after = server
+        .serve(&order(&["k-1"]), &rules, 107, &mut handler)
+        .unwrap();
+    assert_eq!(after.path, ServePath::Replay);
+    assert_eq!(runs.get(), 2);
+    assert!(format!("{server:?}").contains("Ietf"));
+}
+
+#[test]
+fn a_server_refuses_what_the_core_refuses() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let pure = WasmServer::new(
+        pure_engine(),
+        store.clone(),
+        &[7; 32],
+        &Options::default(),
+        &[],
+    );
+    assert!(matches!(pure, Err(HostError::Load(_))));
+    let short = WasmServer::new(
+        guard_engine(),
+        store.clone(),
+        &[7; 16],
+        &Options::default(),
+        &[],
+    );
+    assert_eq!(
+        short.unwrap_err().code(),
+        Some(intentkey::ErrorCode::SecretTooShort)
+    );
+    let mut server =
+        WasmServer::new(guard_engine(), store, &[7; 32], &Options::default(), &[]).unwrap();
+    let mut empty_tenant = order(&["k"]);
+    empty_tenant.tenant_id = "";
+    let refused = server.serve(&empty_tenant, &Rules::default(), 0, |_| panic!("ran"));
+    assert_eq!(
+        refused.unwrap_err().code(),
+        Some(intentkey::ErrorCode::InvalidTenantId)
+    );
+}
