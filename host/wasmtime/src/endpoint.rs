@@ -20,9 +20,9 @@ use crate::HostError;
 /// the key header, check the body, derive the storage key and the request
 /// fingerprint ([`WasmEndpoint::admit`]), and write each profile's answers.
 ///
-/// The claim itself is not here: hand the admitted [`Attempt`](intentkey::claim::Attempt) to
-/// [`crate::WasmGuard::claim`] (or any claim flow), and its outcome back
-/// to [`WasmEndpoint::answer`].
+/// The claim itself is not here: to serve requests over a store (admit,
+/// claim, the handler, finish and the answer, sequenced by the core), use
+/// [`crate::WasmServer`].
 ///
 /// The host keeps the secret (wiped when the endpoint is dropped) so that
 /// after a trap the next call rebuilds the resource in a fresh instance;

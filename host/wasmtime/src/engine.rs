@@ -48,7 +48,8 @@ pub(crate) enum Linked {
     Intentkey {
         pre: InstancePre<HostState<GuardImports>>,
         guard: full::exports::intentkey::core::guard::GuestIndices,
-        flows: full::exports::intentkey::core::flows::GuestIndices,
+        /// Boxed: the flows' indices are many, and the variants stay close in size.
+        flows: Box<full::exports::intentkey::core::flows::GuestIndices>,
     },
 }
 
@@ -116,7 +117,15 @@ impl WasmEngine {
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
             let flows = full::exports::intentkey::core::flows::GuestIndices::new(&pre)
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
-            (Linked::Intentkey { pre, guard, flows }, keys, http)
+            (
+                Linked::Intentkey {
+                    pre,
+                    guard,
+                    flows: Box::new(flows),
+                },
+                keys,
+                http,
+            )
         } else {
             let mut linker = Linker::new(&engine);
             pure::Pure::add_to_linker::<_, wasmtime::component::HasSelf<_>>(

@@ -509,20 +509,20 @@ fn a_server_runs_the_handler_once_and_replays() {
     assert_eq!(server.header_name().unwrap(), "Idempotency-Key");
     let rules = Rules::default();
     let runs = std::cell::Cell::new(0);
-    let mut handler = |key: &str| {
+    let handler = |key: &str| {
         runs.set(runs.get() + 1);
         assert_eq!(key.len(), 64);
         created(key)
     };
     let first = server
-        .serve(&order(&["k-1"]), &rules, 100, &mut handler)
+        .serve(&order(&["k-1"]), &rules, 100, handler)
         .unwrap();
     assert_eq!(
         (first.path, first.reply, first.finished),
         (ServePath::Handler, None, Some(Finished::Stored))
     );
     let again = server
-        .serve(&order(&["k-1"]), &rules, 102, &mut handler)
+        .serve(&order(&["k-1"]), &rules, 102, handler)
         .unwrap();
     let reply = again.reply.unwrap();
     assert_eq!((again.path, reply.status), (ServePath::Replay, 201));
@@ -537,7 +537,7 @@ fn a_server_runs_the_handler_once_and_replays() {
         unavailable: true,
     });
     let down = server
-        .serve(&order(&["k-2"]), &rules, 103, &mut handler)
+        .serve(&order(&["k-2"]), &rules, 103, handler)
         .unwrap();
     store.arm(v::StoreFails::default());
     assert_eq!(down.path, ServePath::Unavailable);
@@ -556,9 +556,7 @@ fn a_server_runs_the_handler_once_and_replays() {
     });
     let mut pauses = Vec::new();
     let stuck = server
-        .serve_with(&order(&["k-3"]), &rules, 104, &mut handler, |d| {
-            pauses.push(d)
-        })
+        .serve_with(&order(&["k-3"]), &rules, 104, handler, |d| pauses.push(d))
         .unwrap();
     store.arm(v::StoreFails::default());
     assert_eq!((stuck.path, stuck.finished), (ServePath::Handler, None));
@@ -566,7 +564,7 @@ fn a_server_runs_the_handler_once_and_replays() {
     assert!(!pauses.is_empty());
     assert_eq!(stuck.finish_failures.len(), pauses.len() + 1);
     let busy = server
-        .serve(&order(&["k-3"]), &rules, 105, &mut handler)
+        .serve(&order(&["k-3"]), &rules, 105, handler)
         .unwrap();
     assert_eq!(
         (busy.path, busy.reply.map(|r| r.status)),
@@ -578,12 +576,12 @@ fn a_server_runs_the_handler_once_and_replays() {
     // the same store (the endpoint is rebuilt with the same secret).
     server.interrupt_next_call();
     assert!(matches!(
-        server.serve(&order(&["k-1"]), &rules, 106, &mut handler),
+        server.serve(&order(&["k-1"]), &rules, 106, handler),
         Err(HostError::Trap(_))
     ));
     assert_eq!(server.reinstantiations(), 1);
     let after = server
-        .serve(&order(&["k-1"]), &rules, 107, &mut handler)
+        .serve(&order(&["k-1"]), &rules, 107, handler)
         .unwrap();
     assert_eq!(after.path, ServePath::Replay);
     assert_eq!(runs.get(), 2);
