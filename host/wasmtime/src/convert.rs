@@ -8,6 +8,9 @@ use crate::bindings::pure::intentkey::core::types as wit;
 
 intentkey_wit_convert::convert_types!(crate::bindings::pure::intentkey::core::types);
 intentkey_wit_convert::convert_http!(crate::bindings::pure::exports::intentkey::core::http);
+// World `intentkey` has its own copy of the exported `http` types (the
+// serve flow's handled and served).
+intentkey_wit_convert::convert_http!(crate::bindings::full::exports::intentkey::core::http);
 
 /// A store's failure as the WIT `store-error`: `unavailable` when retrying
 /// may help, `failed` otherwise; the store's message unchanged.

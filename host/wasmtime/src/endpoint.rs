@@ -10,7 +10,7 @@ use wasmtime::component::ResourceAny;
 use crate::bindings::pure::exports::intentkey::core::http as wit;
 use crate::engine::WasmEngine;
 use crate::host_state::NoImports;
-use crate::instance::Instance;
+use crate::instance::{Imports, Instance};
 use crate::HostError;
 
 /// One server's HTTP rules run by the component (world `pure`,
@@ -20,9 +20,9 @@ use crate::HostError;
 /// the key header, check the body, derive the storage key and the request
 /// fingerprint ([`WasmEndpoint::admit`]), and write each profile's answers.
 ///
-/// The claim itself is not here: hand the admitted [`Attempt`](intentkey::claim::Attempt) to
-/// [`crate::WasmGuard::claim`] (or any claim flow), and its outcome back
-/// to [`WasmEndpoint::answer`].
+/// The claim itself is not here: to serve requests over a store (admit,
+/// claim, the handler, finish and the answer, sequenced by the core), use
+/// [`crate::WasmServer`].
 ///
 /// The host keeps the secret (wiped when the endpoint is dropped) so that
 /// after a trap the next call rebuilds the resource in a fresh instance;
@@ -48,6 +48,12 @@ use crate::HostError;
 /// ```
 pub struct WasmEndpoint<'e> {
     inner: Instance<'e, NoImports>,
+    spec: EndpointSpec,
+}
+
+/// What makes an endpoint's guest resource (again, after a trap), in an
+/// instance of either world, and the resource made last.
+pub(crate) struct EndpointSpec {
     secret_id: String,
     /// A keyring endpoint's secrets (keyring id, activation, `secrets` import
     /// id) and window; empty for a one-secret endpoint (`secret_id`).
@@ -59,14 +65,115 @@ pub struct WasmEndpoint<'e> {
     resource: Option<(u64, ResourceAny)>,
 }
 
+impl EndpointSpec {
+    /// A one-secret endpoint: `secret` held by `inner` until it is dropped.
+    pub(crate) fn new<I: Imports>(
+        inner: &mut Instance<'_, I>,
+        secret: &[u8],
+        options: &Options,
+        policies: &[(&str, &str)],
+    ) -> Self {
+        let secret_id = inner.hold_secret(secret);
+        EndpointSpec::of(secret_id, Vec::new(), None, options, policies)
+    }
+
+    /// A keyring endpoint: every secret held by `inner` until it is dropped.
+    pub(crate) fn with_keyring<I: Imports>(
+        inner: &mut Instance<'_, I>,
+        keyring: &[(&str, i64, &[u8])],
+        window_seconds: Option<i64>,
+        options: &Options,
+        policies: &[(&str, &str)],
+    ) -> Self {
+        let entries = keyring
+            .iter()
+            .map(|(id, active_from, secret)| wit::KeyringEntry {
+                id: (*id).to_owned(),
+                active_from: *active_from,
+                secret_id: inner.hold_secret(secret),
+            })
+            .collect();
+        EndpointSpec::of(String::new(), entries, window_seconds, options, policies)
+    }
+
+    fn of(
+        secret_id: String,
+        keyring: Vec<wit::KeyringEntry>,
+        window_seconds: Option<i64>,
+        options: &Options,
+        policies: &[(&str, &str)],
+    ) -> Self {
+        EndpointSpec {
+            secret_id,
+            keyring,
+            window_seconds,
+            options: wit::Options::from(options.clone()),
+            policies: policies
+                .iter()
+                .map(|(a, p)| ((*a).to_owned(), (*p).to_owned()))
+                .collect(),
+            resource: None,
+        }
+    }
+
+    /// The guest resource in `inner`, created (again, after a trap) when needed.
+    pub(crate) fn resource<I: Imports>(
+        &mut self,
+        inner: &mut Instance<'_, I>,
+    ) -> Result<ResourceAny, HostError> {
+        if let Some((generation, resource)) = self.resource {
+            if generation == inner.generation() {
+                return Ok(resource);
+            }
+        }
+        let created = if self.keyring.is_empty() {
+            inner.http.endpoint().call_create(
+                &mut inner.store,
+                &self.secret_id,
+                &self.options,
+                &self.policies,
+            )
+        } else {
+            inner.http.endpoint().call_create_keyring(
+                &mut inner.store,
+                &self.keyring,
+                self.window_seconds,
+                &self.options,
+                &self.policies,
+            )
+        };
+        let resource = inner.answer(created)?;
+        self.resource = Some((inner.generation(), resource));
+        Ok(resource)
+    }
+
+    /// The profile's key header name.
+    pub(crate) fn header_name<I: Imports>(
+        &mut self,
+        inner: &mut Instance<'_, I>,
+    ) -> Result<String, HostError> {
+        let resource = self.resource(inner)?;
+        let result = inner
+            .http
+            .endpoint()
+            .call_header_name(&mut inner.store, resource);
+        result.map_err(|e| inner.trapped(&e))
+    }
+
+    pub(crate) fn profile(&self) -> wit::Profile {
+        self.options.profile
+    }
+
+    pub(crate) fn policy_actions(&self) -> Vec<&str> {
+        self.policies.iter().map(|(a, _)| a.as_str()).collect()
+    }
+}
+
 impl fmt::Debug for WasmEndpoint<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WasmEndpoint")
-            .field("profile", &self.options.profile)
-            .field(
-                "policies",
-                &self.policies.iter().map(|(a, _)| a).collect::<Vec<_>>(),
-            )
+            .field("profile", &self.spec.profile())
+            .field("policies", &self.spec.policy_actions())
             .field("reinstantiations", &self.inner.reinstantiations())
             .finish_non_exhaustive()
     }
@@ -88,8 +195,8 @@ impl<'e> WasmEndpoint<'e> {
         policies: &[(&str, &str)],
     ) -> Result<Self, HostError> {
         let mut inner = Instance::new(engine, NoImports)?;
-        let secret_id = inner.hold_secret(secret);
-        WasmEndpoint::built(inner, secret_id, Vec::new(), None, options, policies)
+        let spec = EndpointSpec::new(&mut inner, secret, options, policies);
+        WasmEndpoint::built(inner, spec)
     }
 
     /// An endpoint keyed by a keyring of `(id, active_from, secret)`
@@ -108,76 +215,22 @@ impl<'e> WasmEndpoint<'e> {
         policies: &[(&str, &str)],
     ) -> Result<Self, HostError> {
         let mut inner = Instance::new(engine, NoImports)?;
-        let entries = keyring
-            .iter()
-            .map(|(id, active_from, secret)| wit::KeyringEntry {
-                id: (*id).to_owned(),
-                active_from: *active_from,
-                secret_id: inner.hold_secret(secret),
-            })
-            .collect();
-        WasmEndpoint::built(
-            inner,
-            String::new(),
-            entries,
-            window_seconds,
-            options,
-            policies,
-        )
+        let spec =
+            EndpointSpec::with_keyring(&mut inner, keyring, window_seconds, options, policies);
+        WasmEndpoint::built(inner, spec)
     }
 
     /// The endpoint, with its guest resource made now (so a bad option or
     /// keyring is an error here, not at the first request).
-    fn built(
-        inner: Instance<'e, NoImports>,
-        secret_id: String,
-        keyring: Vec<wit::KeyringEntry>,
-        window_seconds: Option<i64>,
-        options: &Options,
-        policies: &[(&str, &str)],
-    ) -> Result<Self, HostError> {
-        let mut endpoint = WasmEndpoint {
-            inner,
-            secret_id,
-            keyring,
-            window_seconds,
-            options: wit::Options::from(options.clone()),
-            policies: policies
-                .iter()
-                .map(|(a, p)| ((*a).to_owned(), (*p).to_owned()))
-                .collect(),
-            resource: None,
-        };
+    fn built(inner: Instance<'e, NoImports>, spec: EndpointSpec) -> Result<Self, HostError> {
+        let mut endpoint = WasmEndpoint { inner, spec };
         endpoint.resource()?;
         Ok(endpoint)
     }
 
     /// The guest resource, created (again, after a trap) when needed.
     fn resource(&mut self) -> Result<ResourceAny, HostError> {
-        if let Some((generation, resource)) = self.resource {
-            if generation == self.inner.generation() {
-                return Ok(resource);
-            }
-        }
-        let created = if self.keyring.is_empty() {
-            self.inner.http.endpoint().call_create(
-                &mut self.inner.store,
-                &self.secret_id,
-                &self.options,
-                &self.policies,
-            )
-        } else {
-            self.inner.http.endpoint().call_create_keyring(
-                &mut self.inner.store,
-                &self.keyring,
-                self.window_seconds,
-                &self.options,
-                &self.policies,
-            )
-        };
-        let resource = self.inner.answer(created)?;
-        self.resource = Some((self.inner.generation(), resource));
-        Ok(resource)
+        self.spec.resource(&mut self.inner)
     }
 
     /// A wasmtime result with no core error: the value, or a trap.
@@ -190,13 +243,7 @@ impl<'e> WasmEndpoint<'e> {
     /// # Errors
     /// A trap.
     pub fn header_name(&mut self) -> Result<String, HostError> {
-        let resource = self.resource()?;
-        let result = self
-            .inner
-            .http
-            .endpoint()
-            .call_header_name(&mut self.inner.store, resource);
-        self.value(result)
+        self.spec.header_name(&mut self.inner)
     }
 
     /// Applies the rules to a request: [`Admission::Guarded`] with the

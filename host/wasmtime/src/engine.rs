@@ -48,6 +48,8 @@ pub(crate) enum Linked {
     Intentkey {
         pre: InstancePre<HostState<GuardImports>>,
         guard: full::exports::intentkey::core::guard::GuestIndices,
+        /// Boxed: the flows' indices are many, and the variants stay close in size.
+        flows: Box<full::exports::intentkey::core::flows::GuestIndices>,
     },
 }
 
@@ -113,7 +115,17 @@ impl WasmEngine {
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
             let guard = full::exports::intentkey::core::guard::GuestIndices::new(&pre)
                 .map_err(|e| mismatch(World::Intentkey, &e))?;
-            (Linked::Intentkey { pre, guard }, keys, http)
+            let flows = full::exports::intentkey::core::flows::GuestIndices::new(&pre)
+                .map_err(|e| mismatch(World::Intentkey, &e))?;
+            (
+                Linked::Intentkey {
+                    pre,
+                    guard,
+                    flows: Box::new(flows),
+                },
+                keys,
+                http,
+            )
         } else {
             let mut linker = Linker::new(&engine);
             pure::Pure::add_to_linker::<_, wasmtime::component::HasSelf<_>>(

@@ -80,6 +80,7 @@ impl<'e> WasmGuard<'e> {
         let result = self
             .inner
             .exports
+            .guard
             .call_claim(&mut self.inner.store, &attempt, now);
         let claimed = self.inner.answer(result)?;
         Ok((claimed.outcome.into(), claimed.owner_token))
@@ -104,7 +105,7 @@ impl<'e> WasmGuard<'e> {
         self.inner.reap();
         let effect = wit::EffectResult::from(result);
         let rules = wit::Rules::from(rules.clone());
-        let result = self.inner.exports.call_finish(
+        let result = self.inner.exports.guard.call_finish(
             &mut self.inner.store,
             key,
             owner_token,
@@ -140,6 +141,7 @@ impl<'e> WasmGuard<'e> {
         let result = self
             .inner
             .exports
+            .guard
             .call_recover(&mut self.inner.store, key, now, rules);
         let recovery = self.inner.answer(result)?;
         Ok((recovery.outcome.into(), recovery.owner_token))
@@ -157,10 +159,11 @@ impl<'e> WasmGuard<'e> {
         limit: u32,
     ) -> Result<Vec<String>, HostError> {
         self.inner.reap();
-        let result = self
-            .inner
-            .exports
-            .call_due(&mut self.inner.store, now, stale_after, limit);
+        let result =
+            self.inner
+                .exports
+                .guard
+                .call_due(&mut self.inner.store, now, stale_after, limit);
         self.inner.answer(result)
     }
 
@@ -171,7 +174,11 @@ impl<'e> WasmGuard<'e> {
     /// A store failure, or a trap.
     pub fn purge(&mut self, now: i64) -> Result<u64, HostError> {
         self.inner.reap();
-        let result = self.inner.exports.call_purge(&mut self.inner.store, now);
+        let result = self
+            .inner
+            .exports
+            .guard
+            .call_purge(&mut self.inner.store, now);
         self.inner.answer(result)
     }
 }

@@ -61,8 +61,17 @@ impl Imports for NoImports {
     }
 }
 
+/// The exports of world `intentkey` beyond `keys` and `http`.
+pub(crate) struct GuardExports {
+    /// The claim flow over the imported store.
+    pub(crate) guard: full::exports::intentkey::core::guard::Guest,
+    /// The sans-I/O flows (a serve flow is made here, on an endpoint of
+    /// the same instance).
+    pub(crate) flows: full::exports::intentkey::core::flows::Guest,
+}
+
 impl Imports for GuardImports {
-    type Exports = full::exports::intentkey::core::guard::Guest;
+    type Exports = GuardExports;
 
     fn pre(engine: &WasmEngine) -> Result<&InstancePre<HostState<Self>>, HostError> {
         match &engine.linked {
@@ -81,7 +90,10 @@ impl Imports for GuardImports {
         instance: &wasmtime::component::Instance,
     ) -> wasmtime::Result<Self::Exports> {
         match &engine.linked {
-            Linked::Intentkey { guard, .. } => guard.load(store, instance),
+            Linked::Intentkey { guard, flows, .. } => Ok(GuardExports {
+                guard: guard.load(&mut *store, instance)?,
+                flows: flows.load(store, instance)?,
+            }),
             Linked::Pure(_) => Err(wasmtime::format_err!("world pure has no guard export")),
         }
     }
@@ -177,6 +189,12 @@ impl<'e, I: Imports> Instance<'e, I> {
             Ok(()) => HostError::Trap(format!("{e:#}")),
             Err(load) => HostError::Trap(format!("{e:#}; and re-instantiating failed: {load}")),
         }
+    }
+
+    /// Starts afresh after the guest trapped outside a call's answer (in a
+    /// destructor); if even that fails, the next call reports it.
+    pub(crate) fn replace_after_trap(&mut self) {
+        let _ = self.replace();
     }
 
     /// An export's answer: the core's typed error, or a trap.

@@ -12,8 +12,11 @@
 //!   stubbed. It derives keys too.
 //! - **http** (world `pure`): [`WasmEndpoint`] runs the core's HTTP rules
 //!   (the `http` export): it admits a request (key header, body limit,
-//!   storage key, fingerprint) and writes each profile's answers; the
-//!   admitted attempt is claimed through [`WasmGuard`] (or any claim flow).
+//!   storage key, fingerprint) and writes each profile's answers.
+//! - **serve** (world `intentkey`): [`WasmServer`] serves one request at a
+//!   time through the core's serve flow (admit, claim, the handler,
+//!   capture, finish, answer) inside the component, over a real store; the
+//!   host runs the handler when the flow asks and waits out its pauses.
 //!
 //! [`WasmEngine`] compiles a component once (or loads a precompiled copy)
 //! and tells its world; instances reuse one component instance for every
@@ -83,12 +86,14 @@ mod keyer;
 mod keys;
 mod keys_api;
 mod keys_export;
+mod server;
 
 pub use endpoint::WasmEndpoint;
 pub use engine::{WasmEngine, World};
 pub use guard::WasmGuard;
 pub use keyer::WasmKeyer;
 pub use keys::WasmKeys;
+pub use server::WasmServer;
 
 /// A failure calling the component.
 #[derive(Debug)]

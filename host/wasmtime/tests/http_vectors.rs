@@ -1,19 +1,22 @@
 //! The HTTP conformance vectors (`tests/vectors/http/http_test.json`)
-//! through the component on wasmtime: the endpoint is [`WasmEndpoint`]
-//! (world `pure`), the claims are the component's guard (world
-//! `intentkey`) over a fresh `MemoryStore` per case, owner tokens from the
-//! host's randomness.
+//! through the component on wasmtime: the endpoint's rules are
+//! [`WasmEndpoint`] (world `pure`); each request is served by
+//! [`WasmServer`] (world `intentkey`), the core's serve flow inside the
+//! component over a fresh `MemoryStore` per case, owner tokens from the
+//! host's randomness. The vectors' store failures are injected by the
+//! store the component imports ([`Failing`]); the component hands them to
+//! the flow.
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use intentkey::claim::{Attempt, ClaimOutcome, EffectResult, Lookup, Response, Rules};
-use intentkey::http::{Admission, Incoming, Options, Profile, Reply};
-use intentkey_store::{Gateway, MemoryStore};
+use intentkey::claim::{Completion, Record, Release, Replacement, Rules, Status};
+use intentkey::http::{Admission, Handled, Incoming, Options, Profile, Reply};
+use intentkey_store::{MemoryStore, Store, StoreError};
 use intentkey_vectors::http::{self as v, run_http, HttpSubject, HttpVectors};
-use intentkey_wasmtime::{HostError, WasmEndpoint, WasmEngine, WasmGuard};
+use intentkey_wasmtime::{HostError, WasmEndpoint, WasmEngine, WasmServer};
 
 fn dist(var: &str, file: &str) -> PathBuf {
     std::env::var_os(var).map_or_else(
@@ -42,22 +45,84 @@ fn guard_engine() -> &'static WasmEngine {
     })
 }
 
-/// No recovery runs here: the destination is never asked.
-struct NoDestination;
+/// A memory store that fails on demand, as a step of the vectors says: the
+/// next `claim` claim operations (insert, get) and the next `finish`
+/// finishing writes (complete, release), as unreachable or as an error the
+/// store answered.
+#[derive(Default)]
+struct Failing {
+    records: MemoryStore,
+    fails: Mutex<v::StoreFails>,
+}
 
-impl Gateway for NoDestination {
-    fn lookup(&self, _key: &str) -> Lookup {
-        Lookup::Unknown
+impl Failing {
+    fn arm(&self, fails: v::StoreFails) {
+        *self.fails.lock().unwrap() = fails;
     }
-    fn read_your_writes(&self) -> bool {
-        false
+
+    /// Fails this operation when its budget (`claim` or `finish`) is not spent.
+    fn check(&self, finish: bool) -> Result<(), StoreError> {
+        let mut fails = self.fails.lock().unwrap();
+        let unavailable = fails.unavailable;
+        let budget = if finish {
+            &mut fails.finish
+        } else {
+            &mut fails.claim
+        };
+        if *budget == 0 {
+            return Ok(());
+        }
+        *budget -= 1;
+        let message = "injected by the vector";
+        Err(if unavailable {
+            StoreError::retryable(message)
+        } else {
+            StoreError::fatal(message)
+        })
     }
 }
 
+impl Store for Failing {
+    fn insert(&self, record: &Record) -> Result<bool, StoreError> {
+        self.check(false)?;
+        self.records.insert(record)
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        self.check(false)?;
+        self.records.get(key)
+    }
+
+    fn complete(&self, completion: &Completion) -> Result<bool, StoreError> {
+        self.check(true)?;
+        self.records.complete(completion)
+    }
+
+    fn replace(&self, replacement: &Replacement) -> Result<bool, StoreError> {
+        self.records.replace(replacement)
+    }
+
+    fn release(&self, release: &Release) -> Result<bool, StoreError> {
+        self.check(true)?;
+        self.records.release(release)
+    }
+
+    fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
+        self.records.list(status, limit)
+    }
+
+    fn purge(&self, now: i64) -> Result<u64, StoreError> {
+        self.records.purge(now)
+    }
+}
+
+/// One case: the endpoint's rules (world pure) and the server (world
+/// intentkey) with the same secret and options, over the case's store.
 #[derive(Default)]
 struct Wasm {
     endpoint: Option<WasmEndpoint<'static>>,
-    guard: Option<WasmGuard<'static>>,
+    server: Option<WasmServer<'static>>,
+    store: Arc<Failing>,
 }
 
 fn text(e: HostError) -> String {
@@ -77,15 +142,6 @@ fn options(config: &v::EndpointConfig) -> Result<Options, String> {
     })
 }
 
-fn response_in(r: &v::Response) -> Response {
-    Response {
-        status: r.status,
-        content_type: r.content_type.clone(),
-        headers: r.headers.clone(),
-        body: r.body.clone(),
-    }
-}
-
 fn reply_out(r: Reply) -> v::Reply {
     v::Reply {
         status: r.status,
@@ -94,17 +150,38 @@ fn reply_out(r: Reply) -> v::Reply {
     }
 }
 
+/// What a vector's handler does, as the serve flow takes it.
+fn handled(handler: &v::Handler) -> Handled {
+    match handler {
+        v::Handler::Responds(r) => {
+            let sent = r.as_is();
+            Handled::Answered {
+                status: sent.status,
+                headers: sent.headers,
+                body: sent.body,
+            }
+        }
+        v::Handler::Raises(status) => Handled::Raised(*status),
+        v::Handler::Throws => Handled::Failed,
+    }
+}
+
+fn incoming<'a>(request: &'a v::Incoming, key_values: &'a [&'a str]) -> Incoming<'a> {
+    Incoming {
+        tenant_id: &request.tenant_id,
+        method: &request.method,
+        route: &request.route,
+        key_values,
+        content_type: request.content_type.as_deref(),
+        body: &request.body,
+    }
+}
+
 impl Wasm {
     fn endpoint(&mut self) -> Result<&mut WasmEndpoint<'static>, String> {
         self.endpoint
             .as_mut()
             .ok_or_else(|| "no endpoint: start_case first".to_owned())
-    }
-
-    fn guard(&mut self) -> Result<&mut WasmGuard<'static>, String> {
-        self.guard
-            .as_mut()
-            .ok_or_else(|| "no guard: start_case first".to_owned())
     }
 }
 
@@ -115,16 +192,13 @@ impl HttpSubject for Wasm {
             .iter()
             .map(|(a, p)| (a.as_str(), p.as_str()))
             .collect();
-        self.endpoint = Some(
-            WasmEndpoint::new(pure_engine(), secret, &options(config)?, &policies).map_err(text)?,
-        );
-        self.guard = Some(
-            WasmGuard::new(
-                guard_engine(),
-                Arc::new(MemoryStore::default()),
-                Arc::new(NoDestination),
-            )
-            .map_err(text)?,
+        let options = options(config)?;
+        self.endpoint =
+            Some(WasmEndpoint::new(pure_engine(), secret, &options, &policies).map_err(text)?);
+        self.store = Arc::new(Failing::default());
+        let store: Arc<dyn Store> = self.store.clone();
+        self.server = Some(
+            WasmServer::new(guard_engine(), store, secret, &options, &policies).map_err(text)?,
         );
         Ok(())
     }
@@ -137,17 +211,7 @@ impl HttpSubject for Wasm {
         let key_values: Vec<&str> = request.key_values.iter().map(String::as_str).collect();
         let admission = self
             .endpoint()?
-            .admit(
-                &Incoming {
-                    tenant_id: &request.tenant_id,
-                    method: &request.method,
-                    route: &request.route,
-                    key_values: &key_values,
-                    content_type: request.content_type.as_deref(),
-                    body: &request.body,
-                },
-                now,
-            )
+            .admit(&incoming(request, &key_values), now)
             .map_err(text)?;
         Ok(match admission {
             Admission::Guarded(a) => v::Admission::Guarded(v::Attempt {
@@ -159,20 +223,6 @@ impl HttpSubject for Wasm {
             Admission::Unguarded => v::Admission::Unguarded,
             Admission::Refused(r) => v::Admission::Refused(reply_out(r)),
         })
-    }
-
-    fn answer(&mut self, outcome: &v::Outcome, now: i64) -> Result<Option<v::Reply>, String> {
-        let outcome = match outcome {
-            v::Outcome::Owned => ClaimOutcome::Owned,
-            v::Outcome::InFlight => ClaimOutcome::InFlight,
-            v::Outcome::Done(r) => ClaimOutcome::Done(response_in(r)),
-            v::Outcome::PayloadConflict => ClaimOutcome::PayloadConflict,
-        };
-        Ok(self
-            .endpoint()?
-            .answer(&outcome, now)
-            .map_err(text)?
-            .map(reply_out))
     }
 
     fn too_large(&mut self, now: i64) -> Result<v::Reply, String> {
@@ -190,49 +240,46 @@ impl HttpSubject for Wasm {
         self.endpoint()?.failed(now).map(reply_out).map_err(text)
     }
 
-    fn claim(&mut self, attempt: &v::Attempt, now: i64) -> Result<(v::Outcome, String), String> {
-        let attempt = Attempt {
-            key: attempt.key.clone(),
-            fingerprint: attempt.fingerprint.clone(),
-            tenant_id: attempt.tenant_id.clone(),
-            action_type: attempt.action_type.clone(),
-            prior: None,
-        };
-        let (outcome, token) = self.guard()?.claim(&attempt, now).map_err(text)?;
-        let outcome = match outcome {
-            ClaimOutcome::Owned => v::Outcome::Owned,
-            ClaimOutcome::InFlight => v::Outcome::InFlight,
-            ClaimOutcome::Done(r) => v::Outcome::Done(v::Response {
-                status: r.status,
-                content_type: r.content_type,
-                headers: r.headers,
-                body: r.body,
-            }),
-            ClaimOutcome::PayloadConflict => v::Outcome::PayloadConflict,
-        };
-        Ok((outcome, token))
-    }
-
-    fn finish(
+    fn serve(
         &mut self,
-        key: &str,
-        owner_token: &str,
-        effect: v::Effect,
+        request: &v::Incoming,
         now: i64,
+        handler: &v::Handler,
+        fails: v::StoreFails,
         release_statuses: &[u16],
-    ) -> Result<String, String> {
-        let effect = match effect {
-            v::Effect::Answered(r) => EffectResult::Answered(response_in(&r)),
-            v::Effect::Failed => EffectResult::Failed,
-        };
+    ) -> Result<v::Served, String> {
         let rules = Rules {
             release_statuses: release_statuses.to_vec(),
             ..Rules::default()
         };
-        self.guard()?
-            .finish(key, owner_token, effect, now, &rules)
-            .map(|f| f.as_str().to_owned())
-            .map_err(text)
+        let key_values: Vec<&str> = request.key_values.iter().map(String::as_str).collect();
+        let server = self
+            .server
+            .as_mut()
+            .ok_or_else(|| "no server: start_case first".to_owned())?;
+        self.store.arm(fails);
+        let mut ran = false;
+        let served = server.serve_with(
+            &incoming(request, &key_values),
+            &rules,
+            now,
+            |_key| {
+                ran = true;
+                (handled(handler), now)
+            },
+            // The vectors resume at once after a pause.
+            |_| {},
+        );
+        // Failures the request did not reach do not carry over.
+        self.store.arm(v::StoreFails::default());
+        let served = served.map_err(text)?;
+        Ok(v::Served {
+            path: served.path.as_str().to_owned(),
+            ran,
+            reply: served.reply.map(reply_out),
+            finished: served.finished.map(|f| f.as_str().to_owned()),
+            finish_retries: served.finish_retries,
+        })
     }
 }
 
@@ -419,5 +466,157 @@ fn a_keyring_endpoint_admits_with_the_prior_key_inside_the_window() {
     assert!(
         matches!(&refused, HostError::Core(e) if e.code().as_str() == "invalid-keyring"),
         "{refused:?}"
+    );
+}
+
+fn order(key: &'static [&'static str]) -> Incoming<'static> {
+    Incoming {
+        tenant_id: "shop",
+        method: "POST",
+        route: "/orders",
+        key_values: key,
+        content_type: Some("application/json"),
+        body: br#"{"amount":"10.00"}"#,
+    }
+}
+
+fn created(_key: &str) -> (Handled, i64) {
+    let headers = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+    let body = br#"{"id":"ord_1"}"#.to_vec();
+    (
+        Handled::Answered {
+            status: 201,
+            headers,
+            body,
+        },
+        101,
+    )
+}
+
+/// The server: the handler runs once, a retry is the replay; a store that
+/// cannot be reached before the claim is 503 with the failure reported; a
+/// finish that keeps failing is tried again after each pause and leaves the
+/// record in flight (409 to the retry); after a trap the next request runs
+/// on a fresh instance over the same store.
+#[test]
+fn a_server_runs_the_handler_once_and_replays() {
+    use intentkey::claim::Finished;
+    use intentkey::http::ServePath;
+    let store = Arc::new(Failing::default());
+    let options = Options::new(Profile::Ietf);
+    let mut server =
+        WasmServer::new(guard_engine(), store.clone(), &[7; 32], &options, &[]).unwrap();
+    assert_eq!(server.header_name().unwrap(), "Idempotency-Key");
+    let rules = Rules::default();
+    let runs = std::cell::Cell::new(0);
+    let handler = |key: &str| {
+        runs.set(runs.get() + 1);
+        assert_eq!(key.len(), 64);
+        created(key)
+    };
+    let first = server
+        .serve(&order(&["k-1"]), &rules, 100, handler)
+        .unwrap();
+    assert_eq!(
+        (first.path, first.reply, first.finished),
+        (ServePath::Handler, None, Some(Finished::Stored))
+    );
+    let again = server
+        .serve(&order(&["k-1"]), &rules, 102, handler)
+        .unwrap();
+    let reply = again.reply.unwrap();
+    assert_eq!((again.path, reply.status), (ServePath::Replay, 201));
+    assert_eq!(reply.body, br#"{"id":"ord_1"}"#);
+    assert_eq!(runs.get(), 1);
+
+    // The store cannot be reached: 503, the handler does not run, the
+    // failure is reported.
+    store.arm(v::StoreFails {
+        claim: 1,
+        finish: 0,
+        unavailable: true,
+    });
+    let down = server
+        .serve(&order(&["k-2"]), &rules, 103, handler)
+        .unwrap();
+    store.arm(v::StoreFails::default());
+    assert_eq!(down.path, ServePath::Unavailable);
+    assert_eq!(down.reply.map(|r| r.status), Some(503));
+    assert_eq!(
+        down.claim_failure.map(|f| (f.unavailable, f.message)),
+        Some((true, "injected by the vector".to_owned()))
+    );
+    assert_eq!(runs.get(), 1);
+
+    // Finishing fails every time: each pause is the host's to wait out.
+    store.arm(v::StoreFails {
+        claim: 0,
+        finish: 100,
+        unavailable: true,
+    });
+    let mut pauses = Vec::new();
+    let stuck = server
+        .serve_with(&order(&["k-3"]), &rules, 104, handler, |d| pauses.push(d))
+        .unwrap();
+    store.arm(v::StoreFails::default());
+    assert_eq!((stuck.path, stuck.finished), (ServePath::Handler, None));
+    assert_eq!(stuck.finish_retries as usize, pauses.len());
+    assert!(!pauses.is_empty());
+    assert_eq!(stuck.finish_failures.len(), pauses.len() + 1);
+    let busy = server
+        .serve(&order(&["k-3"]), &rules, 105, handler)
+        .unwrap();
+    assert_eq!(
+        (busy.path, busy.reply.map(|r| r.status)),
+        (ServePath::InFlight, Some(409))
+    );
+    assert_eq!(runs.get(), 2);
+
+    // A trap: that call fails, the next one runs on a fresh instance over
+    // the same store (the endpoint is rebuilt with the same secret).
+    server.interrupt_next_call();
+    assert!(matches!(
+        server.serve(&order(&["k-1"]), &rules, 106, handler),
+        Err(HostError::Trap(_))
+    ));
+    assert_eq!(server.reinstantiations(), 1);
+    let after = server
+        .serve(&order(&["k-1"]), &rules, 107, handler)
+        .unwrap();
+    assert_eq!(after.path, ServePath::Replay);
+    assert_eq!(runs.get(), 2);
+    assert!(format!("{server:?}").contains("Ietf"));
+}
+
+#[test]
+fn a_server_refuses_what_the_core_refuses() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let pure = WasmServer::new(
+        pure_engine(),
+        store.clone(),
+        &[7; 32],
+        &Options::default(),
+        &[],
+    );
+    assert!(matches!(pure, Err(HostError::Load(_))));
+    let short = WasmServer::new(
+        guard_engine(),
+        store.clone(),
+        &[7; 16],
+        &Options::default(),
+        &[],
+    );
+    assert_eq!(
+        short.unwrap_err().code(),
+        Some(intentkey::ErrorCode::SecretTooShort)
+    );
+    let mut server =
+        WasmServer::new(guard_engine(), store, &[7; 32], &Options::default(), &[]).unwrap();
+    let mut empty_tenant = order(&["k"]);
+    empty_tenant.tenant_id = "";
+    let refused = server.serve(&empty_tenant, &Rules::default(), 0, |_| panic!("ran"));
+    assert_eq!(
+        refused.unwrap_err().code(),
+        Some(intentkey::ErrorCode::InvalidTenantId)
     );
 }
