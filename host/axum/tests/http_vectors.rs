@@ -15,12 +15,12 @@ use axum::routing::any;
 use axum::{Extension, Router};
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
-use intentkey::claim::{Rules, Status};
+use intentkey::claim::{Completion, Record, Release, Replacement, Rules, Status};
 use intentkey::http::{Options, Profile};
 use intentkey::{Policy, Secret};
 use intentkey_axum::{Idempotency, IdempotencyLayer, Inline};
-use intentkey_store::{MemoryStore, Store};
-use intentkey_vectors::http::{Case, Handler, HttpVectors, Reply};
+use intentkey_store::{MemoryStore, Store, StoreError};
+use intentkey_vectors::http::{Case, Handler, HttpVectors, Reply, StoreFails};
 use tower::ServiceExt;
 
 /// What the handler of the step being run does, and what it saw.
@@ -50,7 +50,64 @@ async fn handler(
             response.body(Body::from(r.body)).unwrap()
         }
         Some(Handler::Throws) => panic!("the ledger is down (a handler that throws)"),
+        Some(Handler::Raises(_)) => panic!("an axum handler answers; it raises nothing"),
         None => panic!("no step is running"),
+    }
+}
+
+/// A memory store whose next claim operations (insert, get) and finishing
+/// writes (complete, release) fail as a step's `store_fails` says.
+#[derive(Default)]
+struct Failing {
+    inner: MemoryStore,
+    fails: Mutex<StoreFails>,
+}
+
+impl Failing {
+    fn gate(&self, finish: bool) -> Result<(), StoreError> {
+        let mut fails = self.fails.lock().unwrap();
+        let budget = if finish {
+            &mut fails.finish
+        } else {
+            &mut fails.claim
+        };
+        if *budget == 0 {
+            return Ok(());
+        }
+        *budget -= 1;
+        Err(if fails.unavailable {
+            StoreError::retryable("injected by the vector")
+        } else {
+            StoreError::fatal("injected by the vector")
+        })
+    }
+}
+
+impl Store for Failing {
+    fn insert(&self, record: &Record) -> Result<bool, StoreError> {
+        self.gate(false)?;
+        self.inner.insert(record)
+    }
+    fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        self.gate(false)?;
+        self.inner.get(key)
+    }
+    fn complete(&self, completion: &Completion) -> Result<bool, StoreError> {
+        self.gate(true)?;
+        self.inner.complete(completion)
+    }
+    fn replace(&self, replacement: &Replacement) -> Result<bool, StoreError> {
+        self.inner.replace(replacement)
+    }
+    fn release(&self, release: &Release) -> Result<bool, StoreError> {
+        self.gate(true)?;
+        self.inner.release(release)
+    }
+    fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
+        self.inner.list(status, limit)
+    }
+    fn purge(&self, now: i64) -> Result<u64, StoreError> {
+        self.inner.purge(now)
     }
 }
 
@@ -111,8 +168,20 @@ async fn every_case_through_the_layer() {
             default_hook(info);
         }
     }));
+    let mut raising = Vec::new();
     for case in &vectors.cases {
-        let store = Arc::new(Inline(MemoryStore::default()));
+        // An axum handler answers with a response; it cannot raise an error
+        // carrying a status for the layer to release the claim on (that is
+        // the Node adapters' body parsers). Such cases are left to them.
+        if case
+            .steps
+            .iter()
+            .any(|s| matches!(s.handler, Handler::Raises(_)))
+        {
+            raising.push(case.name.clone());
+            continue;
+        }
+        let store = Arc::new(Inline(Failing::default()));
         let now = Arc::new(AtomicI64::new(0));
         let clock = Arc::clone(&now);
         let mut layer = IdempotencyLayer::with_shared_store(
@@ -152,6 +221,7 @@ async fn every_case_through_the_layer() {
             now.store(step.now, Ordering::SeqCst);
             *script.handler.lock().unwrap() = Some(step.handler.clone());
             *script.key.lock().unwrap() = None;
+            *store.0.fails.lock().unwrap() = step.store_fails;
             let before = script.runs.load(Ordering::SeqCst);
             let mut request = Request::builder()
                 .method(step.request.method.as_str())
@@ -226,13 +296,14 @@ async fn every_case_through_the_layer() {
             }
             // What finishing left in the store follows from the handler and the rules.
             let key = script.key.lock().unwrap().clone();
-            let record = key.as_ref().and_then(|k| store.0.get(k).unwrap());
-            let want_status = match (step.expect.kind.as_str(), &step.handler) {
-                ("handler", Handler::Responds(r)) if case.release_statuses.contains(&r.status) => {
-                    Some(None)
+            let record = key.as_ref().and_then(|k| store.0.inner.get(k).unwrap());
+            let want_status = match (step.expect.kind.as_str(), step.expect.finished.as_deref()) {
+                ("handler" | "failed", Some("stored")) => Some(Some(Status::Done)),
+                ("handler" | "failed", Some("released")) => Some(None),
+                // Left in flight: the handler failed, or every try to finish failed.
+                ("handler" | "failed", Some("left-in-flight") | None) => {
+                    Some(Some(Status::InFlight))
                 }
-                ("handler", _) => Some(Some(Status::Done)),
-                ("failed", _) => Some(Some(Status::InFlight)),
                 _ => None,
             };
             if let Some(want_status) = want_status {
@@ -261,8 +332,13 @@ async fn every_case_through_the_layer() {
         failures.join("\n")
     );
     println!(
-        "HTTP vectors through the axum layer: {} cases, {steps} steps ({stack_refused} refused by the http types before the layer, as the vectors expect), {runs} handler runs, all passed",
-        vectors.cases.len()
+        "HTTP vectors through the axum layer: {} cases, {steps} steps ({stack_refused} refused by the http types before the layer, as the vectors expect), {runs} handler runs, all passed; {} case(s) with a handler that raises left to the Node adapters: {raising:?}",
+        vectors.cases.len() - raising.len(),
+        raising.len()
+    );
+    assert!(
+        raising.len() <= 1,
+        "more cases skipped than the one with raised errors"
     );
     assert!(
         stack_refused < 5,
