@@ -38,8 +38,8 @@ for (const dir of dirs) {
     const imports = {
       'intentkey:core/secrets': secrets,
       'intentkey:core/random': random,
-      'intentkey:core/secrets@0.5.0': secrets,
-      'intentkey:core/random@0.5.0': random,
+      'intentkey:core/secrets@0.6.0': secrets,
+      'intentkey:core/random@0.6.0': random,
     };
     keys = mod.instantiate((name) => new WebAssembly.Module(readFileSync(join(dir, name))), imports).keys;
   } else {

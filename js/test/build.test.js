@@ -30,10 +30,10 @@ test('the Node glue imports a store and a destination and exports the guard; the
     assert.ok(full.includes(`imports['intentkey:core/${name}']`), `full: ${name}`);
     assert.ok(!pure.includes(`intentkey:core/${name}`), `pure: ${name}`);
   }
-  assert.ok(full.includes("'intentkey:core/guard@0.5.0'"));
+  assert.ok(full.includes("'intentkey:core/guard@0.6.0'"));
   assert.ok(!pure.includes('intentkey:core/guard'));
   for (const glue of [full, pure]) {
-    assert.ok(glue.includes("'intentkey:core/flows@0.5.0'"));
+    assert.ok(glue.includes("'intentkey:core/flows@0.6.0'"));
     assert.ok(glue.includes('Patched (scripts/glue.mjs)'), 'the glue rewrites are applied');
   }
 });
