@@ -530,23 +530,19 @@ export function guardFactory({ internal, claims }) {
      * staleAfterSeconds and applies the core's decision; re-executes (with the same
      * key, under the recovery's new owner token) only when the core says so.
      */
-    async function recover(request) {
-      const rrules = recoveryRules(request);
-      const key = nonEmpty(request.key, 'key');
-      const { lookup, effect } = request;
-      const spec = {
+    /** The recovery-only run spec of `key`. */
+    function recoverySpec(key, rrules) {
+      return {
         attempt: { key, fingerprint: '', tenantId: '', actionType: '' },
         kind: 'effect',
         rules,
         recovery: rrules,
         now: BigInt(now()),
       };
-      const reRun = typeof effect === 'function';
-      const { out, ran } = await driveRun(
-        (Flow) => Flow.recoverRun(spec, internal.seed(), reRun),
-        effect,
-        askWith(lookup),
-      );
+    }
+
+    /** What a recovery run came to, for the caller; rethrows an effect's error that left no response. */
+    function recoveryResult(key, out, ran) {
       switch (out.tag) {
         case 'ran': {
           // Re-executed with the same key under the recovery's new owner token.
@@ -567,11 +563,24 @@ export function guardFactory({ internal, claims }) {
       }
     }
 
+    async function recover(request) {
+      const rrules = recoveryRules(request);
+      const key = nonEmpty(request.key, 'key');
+      const { lookup, effect } = request;
+      const reRun = typeof effect === 'function';
+      const { out, ran } = await driveRun(
+        (Flow) => Flow.recoverRun(recoverySpec(key, rrules), internal.seed(), reRun),
+        effect,
+        askWith(lookup),
+      );
+      return recoveryResult(key, out, ran);
+    }
+
     /**
      * recover() with a synchronous look-up (and, for a read-your-writes
-     * destination, a synchronous effect), for synchronous stores: one call of the
-     * component's `guard` export, which asks the destination through the `gateway`
-     * import. Returns the result itself, not a promise.
+     * destination, a synchronous effect), for synchronous stores: the same
+     * recovery run of the core, advanced inside the component over the store.
+     * Returns the result itself, not a promise.
      */
     function recoverSync(request) {
       if (!sync) throw new TypeError('recoverSync needs a synchronous store (memoryStore, sqliteStore); use recover()');
@@ -601,17 +610,13 @@ export function guardFactory({ internal, claims }) {
           return UNKNOWN;
         }
       };
-      const t = now();
-      const rec = internal.driving(store, ask, (g) => g.recover(key, t, rrules));
-      if (misuse !== null) throw misuse;
-      const result = recoveredOut(key, rec.outcome);
-      if (result.outcome === 'applied' && result.action === 're-execute') {
-        let ran;
+      /** The effect run synchronously: what it reported (a promise is an unknown outcome). */
+      const runNow = (k) => {
         try {
-          const value = effect(key);
+          const value = effect(k);
           if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
             value.then(undefined, () => {});
-            ran = {
+            return {
               wit: FAILED,
               response: null,
               error: new TypeError(
@@ -619,19 +624,36 @@ export function guardFactory({ internal, claims }) {
                   'in flight; use recover() for asynchronous effects',
               ),
             };
-          } else {
-            ran = returned(value);
           }
+          return returned(value);
         } catch (e) {
-          ran = thrown(e);
+          return thrown(e);
         }
-        const finished = internal.driving(store, null, (g) => g.finish(key, rec.ownerToken, ran.wit, now(), rules));
-        if (ran.response === null) throw ran.error;
-        result.response = ran.response;
-        result.finished = finished;
-        if (ran.error !== undefined) result.error = ran.error;
+      };
+      // The same recovery run as recover(), advanced inside the component over
+      // the synchronous store; the look-up and the effect are answered here.
+      const flow = internal.flow((Flow) =>
+        Flow.recoverRun(recoverySpec(key, rrules), internal.seed(), typeof effect === 'function'),
+      );
+      let ran;
+      try {
+        let step = flow.advance(store, undefined);
+        while (step.tag === 'io') {
+          const op = step.val;
+          if (op.tag === 'ask') {
+            step = flow.advance(store, { tag: 'answered', val: ask(op.val) });
+          } else if (op.tag === 'effect') {
+            ran = runNow(op.val);
+            step = flow.advance(store, { tag: 'effected', val: { result: ran.wit, now: BigInt(now()) } });
+          } else {
+            throw new Error(`intentkey: the core asked for ${op.tag} during a recovery (a bug)`);
+          }
+        }
+        if (misuse !== null) throw misuse;
+        return recoveryResult(key, step.val.val, ran);
+      } finally {
+        flow.drop();
       }
-      return result;
     }
 
     /** The keys of the in-flight records due a look-up now (at most `limit` read, oldest first). */
