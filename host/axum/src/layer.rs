@@ -137,7 +137,10 @@ impl IdempotencyLayer {
                 rules: Rules::default(),
                 tenant: Arc::new(|_| "default".to_owned()),
                 clock: Arc::new(system_now),
-                methods: vec![Method::POST, Method::PATCH],
+                methods: intentkey::http::DEFAULT_METHODS
+                    .iter()
+                    .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+                    .collect(),
                 on_error: Arc::new(|phase, message| {
                     eprintln!("intentkey: {phase:?}: {message}");
                 }),
@@ -187,7 +190,7 @@ impl IdempotencyLayer {
         self.edit(|c| c.clock = Arc::new(f))
     }
 
-    /// The methods guarded (POST and PATCH by default, matched
+    /// The methods guarded (the core's `DEFAULT_METHODS` by default: POST and PATCH, matched
     /// case-insensitively); others pass through.
     pub fn methods(self, methods: &[Method]) -> Self {
         let methods = methods.to_vec();
