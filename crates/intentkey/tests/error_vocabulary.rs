@@ -267,31 +267,43 @@ fn component_source() -> String {
     source.split_whitespace().collect()
 }
 
-/// The codes `source` maps onto a WIT case of another name, or not at all:
-/// each `ErrorCode::X =>` arm must lead to a path ending in `::X`.
-fn unmapped_codes(source: &str) -> Vec<String> {
-    ErrorCode::ALL
+/// The codes the shared conversions (`crates/intentkey-wit-convert`) do not
+/// list in their `ErrorCode` arms: each listed name maps the core's case to
+/// the WIT case of the same name, both ways.
+fn unmapped_codes(convert: &str) -> Result<Vec<String>, String> {
+    let list = between(
+        convert,
+        "__enum!(wit::ErrorCode, ErrorCode, {",
+        "});",
+        "crates/intentkey-wit-convert/src/lib.rs ErrorCode arms",
+    )?;
+    let listed: BTreeSet<&str> = list
+        .lines()
+        .map(|l| l.trim().trim_end_matches(','))
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .collect();
+    Ok(ErrorCode::ALL
         .iter()
         .map(|code| camel(code.as_str()))
-        .filter(|name| {
-            let arm = format!("ErrorCode::{name}=>");
-            !source.match_indices(&arm).any(|(at, _)| {
-                let target = &source[at + arm.len()..];
-                let end = target.find([',', '}']).unwrap_or(target.len());
-                target[..end].ends_with(&format!("::{name}"))
-            })
-        })
-        .collect()
+        .filter(|name| !listed.contains(name.as_str()))
+        .collect())
 }
 
 #[test]
 fn the_component_maps_every_code_to_its_own_wit_case() {
     // A code without its own arm would cross the component boundary as some
-    // other code (a catch-all arm), which callers could not tell apart.
-    let missing = unmapped_codes(&component_source());
+    // other code (a catch-all arm), which callers could not tell apart. The
+    // component converts through the shared macro, which maps each listed
+    // name to the WIT case of the same name.
+    let component = component_source();
+    assert!(
+        component.contains("intentkey_wit_convert::convert_types!("),
+        "crates/intentkey-component/src does not convert through intentkey_wit_convert::convert_types!"
+    );
+    let missing = unmapped_codes(&read("crates/intentkey-wit-convert/src/lib.rs")).unwrap();
     assert!(
         missing.is_empty(),
-        "crates/intentkey-component/src has no `ErrorCode::X => <wit>::ErrorCode::X` arm for: {}",
+        "crates/intentkey-wit-convert has no ErrorCode arm for: {}",
         missing.join(", ")
     );
 }
@@ -408,25 +420,25 @@ fn a_code_missing_from_one_place_is_named() {
 }
 
 #[test]
-fn the_component_reader_wants_an_arm_of_the_same_name() {
-    let every = |target: &str| -> String {
-        ErrorCode::ALL
-            .iter()
-            .map(|c| format!("ErrorCode::{0}=>{target}::{0},", camel(c.as_str())))
-            .collect()
+fn the_arm_reader_finds_a_missing_code() {
+    let list = |names: &[String]| -> String {
+        format!(
+            "$crate::__enum!(wit::ErrorCode, ErrorCode, {{\n    // generated\n{}\n}});",
+            names
+                .iter()
+                .map(|n| format!("    {n},\n"))
+                .collect::<String>()
+        )
     };
-    assert!(unmapped_codes(&every("t::ErrorCode")).is_empty());
-    assert!(unmapped_codes(&every("WitCode")).is_empty());
-    let catch_all = every("WitCode").replace(
-        "ErrorCode::InvalidRandom=>WitCode::InvalidRandom,",
-        "_=>WitCode::InvalidJson,",
-    );
-    assert_eq!(unmapped_codes(&catch_all), ["InvalidRandom"]);
-    let crossed = every("WitCode").replace(
-        "ErrorCode::InvalidRandom=>WitCode::InvalidRandom,",
-        "ErrorCode::InvalidRandom=>WitCode::InvalidJson,",
-    );
-    assert_eq!(unmapped_codes(&crossed), ["InvalidRandom"]);
+    let all: Vec<String> = ErrorCode::ALL.iter().map(|c| camel(c.as_str())).collect();
+    assert!(unmapped_codes(&list(&all)).unwrap().is_empty());
+    let without: Vec<String> = all
+        .iter()
+        .filter(|n| *n != "InvalidRandom")
+        .cloned()
+        .collect();
+    assert_eq!(unmapped_codes(&list(&without)).unwrap(), ["InvalidRandom"]);
+    assert!(unmapped_codes("no arms here").is_err());
 }
 
 /// Every error code SECURITY.md names is one the core raises: each

@@ -481,3 +481,29 @@ fn a_server_mistake_is_an_error_and_misuse_is_typed() {
         Err(FlowError::Misuse { got: "waited", .. })
     ));
 }
+
+#[test]
+fn a_record_that_vanishes_on_every_look_is_503_and_runs_nothing() {
+    let e = endpoint(Profile::Ietf);
+    let mut flow = ServeFlow::new(
+        &e,
+        &request(&["k-9"], ORDER),
+        Rules::default(),
+        [1; 16],
+        NOW,
+    )
+    .unwrap();
+    // Every insert loses, and every read finds nothing (purged in between).
+    let mut step = flow.start();
+    let served = loop {
+        step = match step {
+            Step::Done(served) => break served,
+            Step::Io(Op::Insert(_)) => flow.resume(OpResult::Inserted(false)).unwrap(),
+            Step::Io(Op::Get(_)) => flow.resume(OpResult::Got(None)).unwrap(),
+            Step::Io(op) => panic!("a claim asks for {op:?}"),
+        };
+    };
+    assert_eq!(served.path, ServePath::Unavailable);
+    assert_eq!(served.reply.unwrap().status, 503);
+    assert!(served.claim_failure.unwrap().unavailable);
+}

@@ -397,12 +397,19 @@ impl Flow for ServeFlow {
                 if let OpResult::Failed(failure) = result {
                     return Ok(self.claim_failed(failure));
                 }
-                match flow.resume(result)? {
-                    Step::Io(op) => {
+                match flow.resume(result) {
+                    Ok(Step::Io(op)) => {
                         self.stage = Stage::Claim(flow);
                         Ok(Step::Io(op))
                     }
-                    Step::Done(outcome) => Ok(self.claimed(outcome)),
+                    Ok(Step::Done(outcome)) => Ok(self.claimed(outcome)),
+                    // The record the claim lost to vanished every time it
+                    // looked: nothing was claimed, and a retry may succeed.
+                    Err(e @ FlowError::Vanished { .. }) => Ok(self.claim_failed(StoreFailure {
+                        unavailable: true,
+                        message: e.to_string(),
+                    })),
+                    Err(e) => Err(e),
                 }
             }
             Stage::Finish {
