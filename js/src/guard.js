@@ -726,8 +726,18 @@ export function guardFactory({ internal, claims }) {
       return Object.freeze({ next, perform: performOrFail, drop: () => flow.drop() });
     }
 
-    const serving =
-      endpoint === null ? null : servingFor({ start: serveFlow, endpoint, now, report: options.onError ?? (() => {}) });
+    const onError = options.onError ?? null;
+    if (onError !== null && typeof onError !== 'function') throw new TypeError('createGuard: onError must be a function (error, context)');
+    /** Hands what guard.serve() does not send (store failures, a handler's error) to onError, or logs it. */
+    function report(error, context, log) {
+      try {
+        if (onError !== null) onError(error, context);
+        else (log ?? console.error)(`intentkey: ${context.phase}:`, error);
+      } catch {
+        // an onError that throws must not break the request
+      }
+    }
+    const serving = endpoint === null ? null : servingFor({ start: serveFlow, endpoint, now, report });
 
     /**
      * Serves one request through the core's serve flow (admit, claim, the

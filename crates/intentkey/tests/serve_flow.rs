@@ -507,3 +507,80 @@ fn a_record_that_vanishes_on_every_look_is_503_and_runs_nothing() {
     assert_eq!(served.reply.unwrap().status, 503);
     assert!(served.claim_failure.unwrap().unavailable);
 }
+
+#[test]
+fn an_insert_whose_answer_was_lost_is_released_before_the_503() {
+    let e = endpoint(Profile::Ietf);
+    let mut store = MemoryClaims::default();
+    let r = request(&["k-10"], ORDER);
+    let mut flow = ServeFlow::new(&e, &r, Rules::default(), [1; 16], NOW).unwrap();
+    // The insert is committed, but the store's answer never arrives.
+    let Step::Io(insert @ Op::Insert(_)) = flow.start() else {
+        panic!("the claim inserts first")
+    };
+    perform(&mut store, &insert, &mut |_| unreachable!()).unwrap();
+    let lost = StoreFailure {
+        unavailable: true,
+        message: "connection reset".into(),
+    };
+    let Step::Io(release @ Op::Release(_)) = flow.resume(OpResult::Failed(lost)).unwrap() else {
+        panic!("the flow releases its own claim first")
+    };
+    let written = perform(&mut store, &release, &mut |_| unreachable!()).unwrap();
+    assert_eq!(written, OpResult::Written(true));
+    let Step::Done(served) = flow.resume(written).unwrap() else {
+        panic!("then it answers")
+    };
+    assert_eq!(
+        (served.path, served.reply.unwrap().status),
+        (ServePath::Unavailable, 503)
+    );
+    assert!(store.records().is_empty(), "the retry is not answered 409");
+    let retry = serve(&e, &mut store, &r, 2, created(), &mut Faults::default());
+    assert!(retry.handler_ran);
+    // A release that fails too changes nothing in the answer.
+    let mut faults = Faults {
+        claim: 1,
+        finish: 1,
+        unavailable: true,
+    };
+    let other = serve(
+        &e,
+        &mut MemoryClaims::default(),
+        &request(&["k-11"], ORDER),
+        3,
+        created(),
+        &mut faults,
+    );
+    assert_eq!(
+        (other.served.path, other.handler_ran),
+        (ServePath::Unavailable, false)
+    );
+}
+
+#[test]
+fn a_flow_started_twice_answers_500_and_keeps_its_state() {
+    let e = endpoint(Profile::Ietf);
+    let mut flow = ServeFlow::new(
+        &e,
+        &request(&["k-12"], ORDER),
+        Rules::default(),
+        [1; 16],
+        NOW,
+    )
+    .unwrap();
+    let Step::Io(Op::Insert(_)) = flow.start() else {
+        panic!("the claim inserts first")
+    };
+    let Step::Done(again) = flow.start() else {
+        panic!("a second start ends at once")
+    };
+    assert_eq!(
+        (again.path, again.reply.unwrap().status),
+        (ServePath::Failed, 500)
+    );
+    // The first start goes on.
+    let Step::Io(Op::Effect(_)) = flow.resume(OpResult::Inserted(true)).unwrap() else {
+        panic!("owned")
+    };
+}

@@ -1,21 +1,23 @@
-//! The tower layer: the core's HTTP rules (`intentkey::http::Endpoint`) in
+//! The tower layer: the core's serve flow (`intentkey::http::ServeFlow`) in
 //! front of a service, over an async store.
 //!
 //! For each request with a guarded method it reads the profile's key
-//! header, buffers the body up to the endpoint's limit, and lets the core
-//! admit it (a bad key, a bad body or one over the limit is answered there
-//! and nothing is stored). A guarded attempt is claimed through the core's
-//! claim flow (insert-on-conflict); an attempt that does not own the effect
-//! gets the core's answer (the replay, 409 with `Retry-After`, the profile's
-//! payload conflict), a store that cannot be reached a 503. The owner's
-//! request runs the inner service with an [`Idempotency`] extension; its
-//! answer is buffered, the record finished by its outcome class (released
-//! for a release status, stored otherwise), and then sent. A client that
+//! header, buffers the body up to the endpoint's limit, and drives the
+//! core's serve flow (`intentkey_store::tokio::drive_serve`): the core
+//! admits it (a bad key, a bad body or one over the limit is answered there
+//! and nothing is stored), claims it, and answers an attempt that does not
+//! own the effect (the replay, 409 with `Retry-After`, the profile's payload
+//! conflict; a store that cannot be reached 503, one that answers with an
+//! error the profile's 500). The owner's request runs the inner service with
+//! an [`Idempotency`] extension; its answer is buffered and handed to the
+//! flow, which captures what is stored and finishes the record by its
+//! outcome class (trying a completion the store could not take again on its
+//! schedule); then the answer is sent as the service gave it. A client that
 //! hangs up does not cancel the owner: what is left of its run moves to a
 //! task of its own, so the record is finished and a retry gets the stored
-//! answer. A handler that
-//! panics leaves the record in flight (its outcome is unknown) and gets the
-//! core's 500, without the panic's message.
+//! answer. A handler that panics leaves the record in flight (its outcome is
+//! unknown) and gets the core's 500, without the panic's message. Every
+//! store failure is reported through `on_error`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -365,7 +367,9 @@ where
         }
     };
     let start = flow.start();
+    let mut reported = false;
     let step = match drive_serve(&mut flow, start, &*config.store, &mut |e| {
+        reported = true;
         (config.on_error)(Phase::Claim, &e.to_string());
     })
     .await
@@ -378,6 +382,10 @@ where
     };
     let key = match step {
         Step::Done(served) => {
+            if let (Some(failure), false) = (&served.claim_failure, reported) {
+                // The flow's own (a record that vanished on every look).
+                (config.on_error)(Phase::Claim, &failure.message);
+            }
             return match served.reply {
                 Some(reply) => reply_response(reply),
                 // No key, and keys are optional: the handler runs unguarded.

@@ -152,6 +152,9 @@ function capture(res, ticket) {
   res.flushHeaders = function flushHeaders() {};
   res.write = function write(chunk, encoding, cb) {
     if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+    // Written after the answer was settled (a handler that went on after
+    // res.end, or failed): not part of the answer; dropped.
+    if (settled && !released) return false;
     if (chunk !== undefined && chunk !== null) {
       const buf = toBuffer(chunk, encoding);
       chunks.push(buf);
@@ -163,6 +166,7 @@ function capture(res, ticket) {
   res.end = function end(chunk, encoding, cb) {
     if (typeof chunk === 'function') [cb, chunk] = [chunk, undefined];
     if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+    if (settled && !released) return res;
     if (chunk !== undefined && chunk !== null) {
       const buf = toBuffer(chunk, encoding);
       chunks.push(buf);
@@ -257,6 +261,11 @@ export function idempotency(options) {
   const pipeline = createPipeline(options, 'idempotency()');
   const { endpoint } = pipeline;
 
+  /** A handler's error that came after its answer was settled: reported, not answered. */
+  function late(taken, error, key = null) {
+    if (!taken) pipeline.report(error, { phase: 'handler', key });
+  }
+
   async function handle(req, res, next) {
     if (!pipeline.guards(req.method) || req[HELD] !== undefined) {
       next();
@@ -287,10 +296,10 @@ export function idempotency(options) {
       // returns a promise that rejects, failed: its outcome is unknown.
       const ran = next();
       if (ran !== null && typeof ran === 'object' && typeof ran.then === 'function') {
-        ran.then(undefined, (e) => held.fail(e));
+        ran.then(undefined, (e) => late(held.fail(e), e, req.idempotency?.key ?? null));
       }
     } catch (e) {
-      held.fail(e);
+      late(held.fail(e), e, req.idempotency?.key ?? null);
     }
     const outcome = await held.done;
     if (outcome.sent === true) return;
@@ -326,8 +335,13 @@ export function idempotency(options) {
    */
   middleware.onError = function idempotencyOnError(err, req, res, next) {
     const held = req[HELD];
-    if (held !== undefined && held.fail(err, next)) return;
-    next(err);
+    if (held === undefined) {
+      next(err);
+      return;
+    }
+    // After the handler answered, its answer stands: the error is reported,
+    // and no error page is written over (or after) the answer.
+    late(held.fail(err, next), err, req.idempotency?.key ?? null);
   };
   middleware.endpoint = endpoint;
   middleware.guard = pipeline.guard;

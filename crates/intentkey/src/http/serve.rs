@@ -11,7 +11,10 @@
 //! 2. **claim** ([`ClaimFlow`]): a done record is replayed, a record in
 //!    flight is 409, another payload is the profile's conflict; a store that
 //!    cannot be reached is 503, and one that answers with an error (a record
-//!    it cannot decode) is the profile's 500: the handler never runs;
+//!    it cannot decode) is the profile's 500: the handler never runs. When
+//!    the failure was the insert's (it may have been committed, its answer
+//!    lost), the flow first releases the claim, fenced on its own token and
+//!    best effort, so a retry is not answered 409 until recovery;
 //! 3. **handle**: the owner's handler runs ([`Op::Effect`]); the host hands
 //!    back what it did ([`Handled`]) with [`ServeFlow::handled`];
 //! 4. **capture** ([`Options::capture`]): what is stored of the answer
@@ -19,9 +22,10 @@
 //!    handler chain raised with a 4xx status releases the claim
 //!    ([`classify_error_status`]), any other failure leaves it in flight;
 //! 5. **finish** ([`FinishFlow`]) by the outcome class; a store that cannot
-//!    be reached is tried again after each of [`FINISH_RETRY_DELAYS_MS`]
-//!    ([`Op::Wait`]), then once more, and then left in flight for recovery
-//!    (never released by time);
+//!    be reached is tried again after each pause of [`FINISH_RETRY_DELAYS_MS`]
+//!    ([`Op::Wait`]: five pauses, six tries in all), and if the last try
+//!    fails too the record is left in flight for recovery (never released by
+//!    time);
 //! 6. **answer** ([`Served`]): what goes to the client, and what the record
 //!    became.
 //!
@@ -69,8 +73,8 @@
 
 use crate::claim::{
     owner_token, Attempt, ClaimFlow, ClaimOutcome, EffectResult, FinishFlow, Finished, Flow,
-    FlowError, Op, OpResult, OutcomeClass, Rules, Step, StoreFailure, FINISH_RETRY_DELAYS_MS,
-    OWNER_TOKEN_BYTES,
+    FlowError, Op, OpResult, OutcomeClass, Release, Rules, Step, StoreFailure,
+    FINISH_RETRY_DELAYS_MS, OWNER_TOKEN_BYTES,
 };
 use crate::error::Result;
 
@@ -182,6 +186,11 @@ enum Stage {
         ended: i64,
         path: ServePath,
     },
+    /// Waiting for a best-effort release of a claim whose insert may have
+    /// been committed although the store reported a failure; then `reply`.
+    Undo {
+        reply: Reply,
+    },
     /// Waiting out a pause before finishing again.
     Pause {
         result: EffectResult,
@@ -202,6 +211,8 @@ pub struct ServeFlow {
     token: String,
     now: i64,
     retries: u32,
+    /// The claim's last operation was its insert.
+    inserting: bool,
     claim_failure: Option<StoreFailure>,
     finish_failures: Vec<StoreFailure>,
     stage: Stage,
@@ -231,6 +242,7 @@ impl ServeFlow {
             token: owner_token(seed),
             now,
             retries: 0,
+            inserting: false,
             claim_failure: None,
             finish_failures: Vec::new(),
             stage: Stage::Start,
@@ -342,6 +354,7 @@ impl ServeFlow {
             Stage::Handle => "handled (the handler's outcome)",
             Stage::Finish { .. } => "written",
             Stage::Pause { .. } => "waited",
+            Stage::Undo { .. } => "the release's result",
             Stage::Over => "nothing (the flow is done)",
         }
     }
@@ -364,7 +377,28 @@ impl ServeFlow {
             self.options.refuse(Refusal::Failed, self.now)
         };
         self.claim_failure = Some(failure);
+        if self.inserting {
+            // The insert may have been committed and its answer lost: release
+            // it, fenced on this owner's token, so a retry is not answered 409
+            // until recovery. Best effort: whatever the release gives, the
+            // answer is the same.
+            if let Some(attempt) = &self.attempt {
+                let release = Release {
+                    key: attempt.key.clone(),
+                    owner_token: self.token.clone(),
+                };
+                self.stage = Stage::Undo { reply };
+                return Step::Io(Op::Release(release));
+            }
+        }
         self.end(ServePath::Unavailable, Some(reply), None)
+    }
+
+    /// A claim step handed to the host, noting whether it is the insert.
+    fn claim_io(&mut self, flow: ClaimFlow, op: Op) -> Step<Served> {
+        self.inserting = matches!(op, Op::Insert(_));
+        self.stage = Stage::Claim(flow);
+        Step::Io(op)
     }
 }
 
@@ -379,15 +413,20 @@ impl Flow for ServeFlow {
                 let mut flow = ClaimFlow::new(&attempt, &self.token, self.now);
                 self.attempt = Some(attempt);
                 match flow.start() {
-                    Step::Io(op) => {
-                        self.stage = Stage::Claim(flow);
-                        Step::Io(op)
-                    }
+                    Step::Io(op) => self.claim_io(flow, op),
                     Step::Done(outcome) => self.claimed(outcome),
                 }
             }
-            // Started twice: the first start already ended or went on.
-            None => self.end(ServePath::Refused, None, None),
+            // Started twice (a bug in the host): the first start already
+            // ended or went on, and stays as it is; this answer is the 500.
+            None => Step::Done(Served {
+                path: ServePath::Failed,
+                reply: Some(self.options.refuse(Refusal::Failed, self.now)),
+                finished: None,
+                finish_retries: self.retries,
+                claim_failure: None,
+                finish_failures: Vec::new(),
+            }),
         }
     }
 
@@ -398,10 +437,7 @@ impl Flow for ServeFlow {
                     return Ok(self.claim_failed(failure));
                 }
                 match flow.resume(result) {
-                    Ok(Step::Io(op)) => {
-                        self.stage = Stage::Claim(flow);
-                        Ok(Step::Io(op))
-                    }
+                    Ok(Step::Io(op)) => Ok(self.claim_io(flow, op)),
                     Ok(Step::Done(outcome)) => Ok(self.claimed(outcome)),
                     // The record the claim lost to vanished every time it
                     // looked: nothing was claimed, and a retry may succeed.
@@ -409,9 +445,13 @@ impl Flow for ServeFlow {
                         unavailable: true,
                         message: e.to_string(),
                     })),
-                    Err(e) => Err(e),
+                    Err(e) => {
+                        self.stage = Stage::Claim(flow);
+                        Err(e)
+                    }
                 }
             }
+            Stage::Undo { reply } => Ok(self.end(ServePath::Unavailable, Some(reply), None)),
             Stage::Finish {
                 mut flow,
                 result: effect,
@@ -437,8 +477,9 @@ impl Flow for ServeFlow {
                         _ => Ok(self.finished(path, None)),
                     }
                 }
-                other => match flow.resume(other)? {
-                    Step::Io(op) => {
+                other => match flow.resume(other) {
+                    Ok(Step::Done(finished)) => Ok(self.finished(path, Some(finished))),
+                    Ok(Step::Io(op)) => {
                         self.stage = Stage::Finish {
                             flow,
                             result: effect,
@@ -447,7 +488,16 @@ impl Flow for ServeFlow {
                         };
                         Ok(Step::Io(op))
                     }
-                    Step::Done(finished) => Ok(self.finished(path, Some(finished))),
+                    Err(e) => {
+                        // Resumed with the wrong result: the stage stays.
+                        self.stage = Stage::Finish {
+                            flow,
+                            result: effect,
+                            ended,
+                            path,
+                        };
+                        Err(e)
+                    }
                 },
             },
             Stage::Pause {
