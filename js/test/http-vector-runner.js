@@ -245,6 +245,7 @@ export async function runHttpVectors(api, doc) {
   };
   const failures = [];
   let handlerRuns = 0;
+  const reports = [];
   const secret = doc.secret_hex;
 
   for (const kase of doc.cases) {
@@ -256,6 +257,8 @@ export async function runHttpVectors(api, doc) {
       endpoint,
       releaseStatuses: kase.release_statuses,
       now: () => clock.now,
+      // The injected store failures and the throwing handlers are reported here, not logged.
+      onError: (error, context) => reports.push(context.phase),
     });
     if (endpoint.headerName !== kase.header_name) {
       failures.push(`${kase.name}: header-name: want ${JSON.stringify(kase.header_name)}, got ${JSON.stringify(endpoint.headerName)}`);
