@@ -348,6 +348,22 @@ export async function runHttpVectors(api, doc) {
   }
 
   const expectedRuns = doc.cases.reduce((n, c) => n + c.steps.filter((s) => s.expect.ran).length, 0);
+  // Every injected store failure and every handler that failed is reported,
+  // once: a claim failure as 'claim', each failed finishing write as
+  // 'complete', a throw (or a raised non-4xx) as 'handler'.
+  const want = { claim: 0, complete: 0, handler: 0 };
+  for (const c of doc.cases) {
+    for (const s of c.steps) {
+      if ((s.store_fails?.claim ?? 0) > 0) want.claim += 1;
+      if (s.expect.ran) want.complete += s.store_fails?.finish ?? 0;
+      if (s.expect.kind === 'failed') want.handler += 1;
+    }
+  }
+  const got = { claim: 0, complete: 0, handler: 0 };
+  for (const phase of reports) got[phase] = (got[phase] ?? 0) + 1;
+  if (failures.length === 0 && JSON.stringify(got) !== JSON.stringify(want)) {
+    failures.push(`onError heard ${JSON.stringify(got)}, the vectors imply ${JSON.stringify(want)}`);
+  }
   if (failures.length === 0 && handlerRuns !== expectedRuns) {
     failures.push(`the handler ran ${handlerRuns} times, the vectors say ${expectedRuns}`);
   }
