@@ -65,6 +65,8 @@ export function servingFor({ start, endpoint, now, report }) {
    * are reported from the flow's output.
    */
   async function drive(flow, step, key) {
+    // Before the handler (no key yet) the flow claims; after it, it finishes.
+    const phase = key === null ? 'claim' : 'complete';
     let failed = null;
     let seen = 0;
     const waits = [];
@@ -79,13 +81,16 @@ export function servingFor({ start, endpoint, now, report }) {
         step = flow.next({ tag: 'waited' });
         continue;
       }
+      // A failure the flow answered with another operation (the release of
+      // an insert whose answer was lost): reported now.
+      if (failed !== null) report(failed, { phase, key });
       const { result, error } = await flow.perform(op);
       if (error !== null) seen++;
       failed = error;
       step = flow.next(result);
     }
     const out = step.val.val;
-    if (failed !== null) report(failed, { phase: out.path === 'unavailable' ? 'claim' : 'complete', key });
+    if (failed !== null) report(failed, { phase, key });
     if (seen === 0) {
       if (out.claimFailure !== undefined && out.claimFailure !== null) report(failureError(out.claimFailure), { phase: 'claim', key });
       (out.finishFailures ?? []).forEach((f, i) =>
