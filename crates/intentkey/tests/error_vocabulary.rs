@@ -1,7 +1,7 @@
 //! One error vocabulary: the same set of kebab-case codes in the Rust core
 //! (`ErrorCode::ALL`), the WIT contract (`enum error-code`), the npm
 //! package's types (`ErrorCode` in js/src/api.d.ts) and the Python binding
-//! (`ERROR_CODES`). A code known to one place and missing from another fails
+//! (`ErrorCode`). A code known to one place and missing from another fails
 //! here, listing each missing code under each place: the bindings must never
 //! meet a code they do not know (and map it, silently, to something else).
 //!
@@ -137,15 +137,15 @@ fn ts_codes(dts: &str) -> Result<Codes, String> {
     Ok(codes)
 }
 
-/// The members of `ERROR_CODES = frozenset({ … })` in a Python module.
+/// The members of `ErrorCode = Literal[ … ]` in a Python module.
 fn py_codes(py: &str) -> Result<Codes, String> {
-    let place = "py/intentkey_wasm.py ERROR_CODES";
+    let place = "py/src/intentkey/_codes.py ErrorCode";
     let text: Vec<&str> = py
         .lines()
         .map(|line| line.find('#').map_or(line, |i| &line[..i]))
         .collect();
     let text = text.join("\n");
-    let set = between(&text, "ERROR_CODES = frozenset({", "})", place)?;
+    let set = between(&text, "ErrorCode = Literal[", "]", place)?;
     let (found, other) = literals(set);
     if let Some(stray) = other
         .split(|c: char| c == ',' || c.is_whitespace())
@@ -187,8 +187,8 @@ fn places() -> Vec<(&'static str, Result<Codes, String>)> {
             ts_codes(&read("js/src/api.d.ts")),
         ),
         (
-            "Python ERROR_CODES (py/intentkey_wasm.py)",
-            py_codes(&read("py/intentkey_wasm.py")),
+            "Python ErrorCode (py/src/intentkey/_codes.py)",
+            py_codes(&read("py/src/intentkey/_codes.py")),
         ),
     ]
 }

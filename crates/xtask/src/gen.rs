@@ -73,16 +73,16 @@ fn blocks(s: &Sources) -> Vec<Block> {
             body: format!("const WIT_VERSION = '{v}';\n"),
         },
         Block {
-            file: "py/intentkey_wasm.py",
+            file: "py/src/intentkey/_codes.py",
             comment: "#",
             name: "wit-version",
             body: format!("WIT_VERSION = \"{v}\"\n"),
         },
         Block {
-            file: "py/intentkey_wasm.py",
+            file: "py/src/intentkey/_codes.py",
             comment: "#",
             name: "error-codes",
-            body: format!("ERROR_CODES = frozenset({{\n{py}}})\n"),
+            body: format!("ErrorCode = Literal[\n{py}]\n"),
         },
         Block {
             file: "host/wasmtime/src/engine.rs",
@@ -396,7 +396,7 @@ mod tests {
             changed,
             [
                 "js/src/api.d.ts",
-                "py/intentkey_wasm.py",
+                "py/src/intentkey/_codes.py",
                 "crates/intentkey-wit-convert/src/lib.rs"
             ]
         );

@@ -111,8 +111,16 @@ fn build_one(file: &str, features: &[&str], world: &str) -> Result<(), String> {
     std::fs::write(&partial, &component)
         .and_then(|()| std::fs::rename(&partial, &out))
         .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    // The Python package carries both components as package data.
+    let py_dir = workspace_root().join("py/src/intentkey/wasm");
+    std::fs::create_dir_all(&py_dir)
+        .and_then(|()| std::fs::write(py_dir.join(format!(".{file}.partial")), &component))
+        .and_then(|()| {
+            std::fs::rename(py_dir.join(format!(".{file}.partial")), py_dir.join(file))
+        })
+        .map_err(|e| format!("cannot write {}: {e}", py_dir.join(file).display()))?;
     println!(
-        "built dist/{file} (world {world}): {} bytes (core module {} bytes); imports: {}",
+        "built dist/{file} and py/src/intentkey/wasm/{file} (world {world}): {} bytes (core module {} bytes); imports: {}",
         component.len(),
         module.len(),
         imports.join(", ")
