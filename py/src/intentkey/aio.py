@@ -1,0 +1,325 @@
+"""The claim flow over asynchronous stores (``asyncio``).
+
+An :class:`AsyncGuard` drives the core's flows itself: the core returns each
+store operation, the guard awaits it on the store and resumes the flow. The
+order of operations and every decision stay the core's. An asynchronous store
+has the methods of :class:`intentkey.Store`, each a coroutine.
+
+>>> import asyncio, intentkey
+>>> from intentkey.aio import AsyncGuard, AsyncMemoryStore
+>>> async def main():
+...     guard = AsyncGuard(AsyncMemoryStore())
+...     attempt = intentkey.Attempt("k1", "fp", "tenant-acme", "pix.send")
+...     first = await guard.run(attempt, lambda key: intentkey.Response.json(201, '{"id":1}'))
+...     again = await guard.run(attempt, lambda key: intentkey.Response.json(201, '{"id":2}'))
+...     return first.outcome, again.outcome, again.response.body
+>>> asyncio.run(main())
+('ran', 'replayed', b'{"id":1}')
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+try:
+    from typing import Protocol
+except ImportError:  # pragma: no cover
+    from typing_extensions import Protocol  # type: ignore
+
+from wasmtime.component import Variant
+
+from . import _binding as b
+from .claims import (
+    MemoryStore,
+    RunResult,
+    claim_from_wit,
+    default_rules,
+    default_stale_after_seconds,
+    effect_result,
+    recovery_from_wit,
+    run_result,
+    Rules,
+)
+from .errors import IntentkeyError, IntentkeyTrap
+from .http import Endpoint, Raised, Request, Served, _run_handler, served_from_wit
+from .types import (
+    Attempt,
+    Claim,
+    Completion,
+    EffectResult,
+    Failed,
+    Finished,
+    Lookup,
+    Recovery,
+    ReleaseRequest,
+    Replacement,
+    Reply,
+    Status,
+    StoredRecord,
+    StoreError,
+    Unknown,
+)
+
+__all__ = ["AsyncGuard", "AsyncMemoryStore", "AsyncStore"]
+
+
+class AsyncStore(Protocol):
+    """What an asynchronous store performs: the methods of
+    :class:`intentkey.Store`, awaited."""
+
+    async def insert(self, record: StoredRecord) -> bool: ...
+    async def get(self, key: str) -> Optional[StoredRecord]: ...
+    async def complete(self, completion: Completion) -> bool: ...
+    async def replace(self, replacement: Replacement) -> bool: ...
+    async def release(self, request: ReleaseRequest) -> bool: ...
+    async def list(self, status: Status, limit: int) -> List[StoredRecord]: ...
+    async def purge(self, now: int) -> int: ...
+
+
+class AsyncMemoryStore:
+    """:class:`intentkey.MemoryStore` behind coroutines (tests and examples)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+
+    async def insert(self, record: StoredRecord) -> bool:
+        return self.inner.insert(record)
+
+    async def get(self, key: str) -> Optional[StoredRecord]:
+        return self.inner.get(key)
+
+    async def complete(self, completion: Completion) -> bool:
+        return self.inner.complete(completion)
+
+    async def replace(self, replacement: Replacement) -> bool:
+        return self.inner.replace(replacement)
+
+    async def release(self, request: ReleaseRequest) -> bool:
+        return self.inner.release(request)
+
+    async def list(self, status: Status, limit: int) -> List[StoredRecord]:
+        return self.inner.list(status, limit)
+
+    async def purge(self, now: int) -> int:
+        return self.inner.purge(now)
+
+
+AsyncLookup = Callable[[str], Union[Lookup, Awaitable[Lookup]]]
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def perform(store: Any, op: Any, lookup: Optional[AsyncLookup]) -> Tuple[Variant, Optional[StoreError]]:
+    """Performs one store operation (or a look-up) the core asked for: the WIT
+    op-result, and the store failure met (handed to the flow as ``failed``)."""
+    tag, arg = op.tag, op.payload
+    try:
+        if tag == "insert":
+            return Variant("inserted", bool(await store.insert(b.stored_from_wit(arg)))), None
+        if tag == "get":
+            got = await store.get(arg)
+            return Variant("got", None if got is None else b.stored_to_wit(got)), None
+        if tag == "complete":
+            return Variant("written", bool(await store.complete(b.completion_from_wit(arg)))), None
+        if tag == "replace":
+            return Variant("written", bool(await store.replace(b.replacement_from_wit(arg)))), None
+        if tag == "release":
+            return Variant("written", bool(await store.release(b.release_from_wit(arg)))), None
+        if tag == "list":
+            found = await store.list(b.status_from_wit(arg.status), arg.limit)
+            return Variant("listed", [b.stored_to_wit(r) for r in found]), None
+        if tag == "purge":
+            return Variant("purged", int(await store.purge(arg))), None
+        if tag == "ask":
+            if lookup is None:
+                raise IntentkeyTrap("the core asked the destination, and this flow was given no look-up")
+            try:
+                answer = await _maybe_await(lookup(arg))
+            except Exception:
+                answer = Unknown()  # a look-up that fails could not tell
+            return Variant("answered", b.lookup_to_wit(answer)), None
+    except StoreError as e:
+        return Variant("failed", b.store_error_to_wit(e)), e
+    raise IntentkeyTrap(f"the core asked for an unknown operation {tag!r}")
+
+
+class Flow:
+    """One flow of the component's ``flows`` resource, started and resumed here."""
+
+    def __init__(self, rt: b.Runtime, created: Any):
+        self._rt = rt
+        with rt.lock:
+            self._flow = b.unwrap(created())
+            self._generation = rt.generation
+
+    def step(self, done: Optional[Variant]) -> Any:
+        rt = self._rt
+        with rt.lock:
+            if not rt.live(self._generation):
+                raise IntentkeyTrap("the instance running this flow was discarded (a trap in another call)")
+            if done is None:
+                return rt.call(b.FLOWS, "[method]flow.start", self._flow)
+            return b.unwrap_variant(rt.call(b.FLOWS, "[method]flow.resume", self._flow, done))
+
+    def owner_token(self) -> str:
+        with self._rt.lock:
+            return str(self._rt.call(b.FLOWS, "[method]flow.owner-token", self._flow))
+
+    def close(self) -> None:
+        self._rt.drop(self._flow, self._generation, now=True)
+
+
+async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
+                host: Optional[Callable[[Any], Awaitable[Variant]]] = None) -> Any:
+    """Drives `flow` to its output: store operations on `store`, anything
+    else (the effect, a pause, the handler) through ``host(op)``."""
+    try:
+        step = flow.step(None)
+        while step.tag == "io":
+            op = step.payload
+            if op.tag in ("effect", "wait"):
+                if host is None:
+                    raise IntentkeyTrap(f"the flow asked the host for {op.tag!r}, which it never does here")
+                done = await host(op)
+            else:
+                done, _failure = await perform(store, op, lookup)
+            step = flow.step(done)
+        return step.payload
+    finally:
+        flow.close()
+
+
+class AsyncGuard:
+    """:class:`intentkey.Guard` over an asynchronous store."""
+
+    def __init__(self, store: AsyncStore, *, ttl_seconds: Optional[int] = None,
+                 release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
+                 fast_completion: bool = False, clock: Callable[[], float] = time.time):
+        defaults = default_rules()
+        self.store = store
+        self.rules = Rules(
+            defaults.ttl_seconds if ttl_seconds is None else b.s64("ttl_seconds", ttl_seconds),
+            defaults.release_statuses if release_statuses is None else tuple(int(s) for s in release_statuses),
+            bool(fast_completion),
+        )
+        self.stale_after_seconds = default_stale_after_seconds() if stale_after_seconds is None else b.s64(
+            "stale_after_seconds", stale_after_seconds)
+        self._clock = clock
+        self._rt = b.runtime()
+        self._wit_rules = b.record(ttl_seconds=self.rules.ttl_seconds, release_statuses=list(self.rules.release_statuses),
+                                   fast_completion=self.rules.fast_completion)
+
+    def now(self, now: Optional[int] = None) -> int:
+        return int(self._clock()) if now is None else b.s64("now", now)
+
+    def _flow(self, name: str, *args: Any) -> Flow:
+        rt = self._rt
+        return Flow(rt, lambda: rt.call(b.FLOWS, f"[static]flow.{name}", *args))
+
+    def _token(self) -> str:
+        return str(b.unwrap(b.runtime("pure").call(b.CLAIMS, "owner-token", os.urandom(16))))
+
+    async def claim(self, attempt: Attempt, *, now: Optional[int] = None) -> Claim:
+        """As :meth:`intentkey.Guard.claim`."""
+        token = self._token()
+        flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
+            b.FLOWS, "[static]flow.claim", b.attempt_to_wit(attempt), token, self.now(now))))
+        out = await drive(flow, self.store)
+        return claim_from_wit(_output(out, "claimed"), token)
+
+    async def finish(self, key: str, owner_token: str, result: EffectResult, *, now: Optional[int] = None) -> Finished:
+        """As :meth:`intentkey.Guard.finish`."""
+        flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
+            b.FLOWS, "[static]flow.finish", b.text("key", key), b.text("owner_token", owner_token),
+            b.effect_to_wit(result), self.now(now), self._wit_rules)))
+        return Finished(_output(await drive(flow, self.store), "finished"))
+
+    def _recovery_rules(self, read_your_writes: bool) -> Any:
+        return b.record(stale_after=self.stale_after_seconds, read_your_writes=bool(read_your_writes),
+                        ttl_seconds=self.rules.ttl_seconds)
+
+    async def recover(self, key: str, lookup: AsyncLookup, *, read_your_writes: bool = False,
+                      now: Optional[int] = None) -> Recovery:
+        """As :meth:`intentkey.Guard.recover`; `lookup` may be a coroutine function."""
+        token = self._token()
+        flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
+            b.FLOWS, "[static]flow.recover", b.text("key", key), token, self.now(now),
+            self._recovery_rules(read_your_writes))))
+        return recovery_from_wit(_output(await drive(flow, self.store, lookup), "recovered"), token)
+
+    async def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
+        """Keys in flight whose recovery is due, oldest first."""
+        flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
+            b.FLOWS, "[static]flow.due", self.now(now), self.stale_after_seconds, int(limit))))
+        return [str(k) for k in _output(await drive(flow, self.store), "due")]
+
+    async def purge(self, *, now: Optional[int] = None) -> int:
+        """Deletes done records past their expiry; how many."""
+        flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(b.FLOWS, "[static]flow.purge", self.now(now))))
+        return int(_output(await drive(flow, self.store), "purged"))
+
+    async def run(self, attempt: Attempt, effect: Callable[[str], Any], *, lookup: Optional[AsyncLookup] = None,
+                  read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect") -> RunResult:
+        """As :meth:`intentkey.Guard.run`; `effect` and `lookup` may be coroutine functions."""
+        recovery = None if lookup is None else self._recovery_rules(read_your_writes)
+        spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
+                        now=self.now(now))
+        flow = self._flow("run", spec, os.urandom(16))
+        state: Dict[str, Any] = {"value": None, "error": None, "result": None}
+
+        async def host(op: Any) -> Variant:
+            result: EffectResult
+            try:
+                state["value"] = await _maybe_await(effect(op.payload))
+                result = effect_result(state["value"])
+            except IntentkeyError:
+                raise
+            except Exception as exc:  # ambiguous: the record stays in flight
+                state["error"], result = exc, Failed()
+            state["result"] = result
+            return Variant("effected", b.record(result=b.effect_to_wit(result), now=int(self._clock())))
+
+        out = await drive(flow, self.store, lookup, host)
+        return run_result(out, state["result"], state["value"], state["error"])
+
+    async def serve(self, endpoint: Endpoint, request: Request,
+                    handler: Callable[[str], Union[Reply, Raised, Awaitable[Union[Reply, Raised]]]], *,
+                    now: Optional[int] = None) -> Served:
+        """:meth:`intentkey.http.Endpoint.serve` over this guard's store:
+        the handler may be a coroutine function; pauses are ``asyncio.sleep``."""
+        started = self.now(now)
+        rt = self._rt
+        flow = Flow(rt, lambda: rt.call(b.FLOWS, "[static]flow.serve", endpoint._guest.handle(), request._wit(),
+                                        self._wit_rules, os.urandom(16), started))
+        state: Dict[str, Any] = {"ran": False, "reply": None, "error": None}
+
+        async def host(op: Any) -> Variant:
+            if op.tag == "wait":
+                await asyncio.sleep(op.payload / 1000)
+                return Variant("waited")
+            state["ran"] = True
+
+            try:
+                outcome = await _maybe_await(handler(op.payload))
+            except Exception as exc:
+                state["error"] = exc
+                handled = None
+            else:
+                handled, state["reply"], state["error"] = _run_handler(lambda _k: outcome, op.payload)
+            ended = started if now is not None else int(self._clock())
+            return Variant("handled", b.record(handled=handled, now=ended))
+
+        out = await drive(flow, self.store, None, host)
+        return served_from_wit(_output(out, "served"), state["ran"], state["reply"], state["error"])
+
+
+def _output(out: Any, tag: str) -> Any:
+    if out.tag != tag:
+        raise IntentkeyTrap(f"the flow answered {out.tag!r}, not {tag}")
+    return out.payload
