@@ -277,14 +277,17 @@ class Guard:
         return int(b.unwrap(self._call("purge", self.now(now))))
 
     def run(self, attempt: Attempt, effect: Callable[[str], Any], *, lookup: Optional[Callable[[str], Lookup]] = None,
-            read_your_writes: bool = False, now: Optional[int] = None) -> RunResult:
+            read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect") -> RunResult:
         """Claims the key; the owner runs ``effect(key)`` (a :class:`Response`
         or an :class:`EffectResult`; an exception is a failure, re-raised after
         the record is left in flight); every other attempt gets the stored
         answer, 409 or 422. With ``lookup``, a record left in flight is
-        recovered once stale."""
+        recovered once stale. ``kind``: ``effect``, ``step`` or ``tool-call``
+        (the journal's runs, :mod:`intentkey.journal`)."""
+        if kind not in ("effect", "step", "tool-call"):
+            raise IntentkeyError("invalid-argument", "kind", f"kind is effect, step or tool-call, not {kind!r}")
         recovery = None if lookup is None else self.recovery_rules(read_your_writes)
-        spec = b.record(attempt=b.attempt_to_wit(attempt), kind="effect", rules=self._wit_rules, recovery=recovery,
+        spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
                         now=self.now(now))
         return drive_run(self._rt, self.store, spec, effect, None if lookup is None else _safe_lookup(lookup),
                          self._clock)
@@ -324,6 +327,9 @@ def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any]
             if step.tag == "done":
                 return run_result(step.payload, result, value, error)
             op: Any = step.payload
+            if op.tag == "ask" and lookup is not None:  # the destination's look-up of a recovery
+                done = Variant("answered", b.lookup_to_wit(lookup(op.payload)))
+                continue
             if op.tag != "effect":
                 raise IntentkeyTrap(f"the run flow asked the host for {op.tag!r}, which it performs itself")
             try:
