@@ -50,7 +50,7 @@ def pg_conninfo() -> str:
             return conninfo
         except psycopg.Error as e:
             last = e
-    unreachable("PostgreSQL", "127.0.0.1:5432 db test", last)
+    unreachable("PostgreSQL", candidates[-1], last)
     raise AssertionError("unreachable")
 
 
