@@ -1,0 +1,362 @@
+"""The store schema, from the component's ``schema`` export (world ``pure``).
+
+Every store of every intentkey runtime (Rust, Node, Python) executes the
+same statements against the same tables and runs the same Redis scripts:
+the core's ``crates/intentkey/schema/`` (the DDL, ``sqlite.sql``,
+``postgres.sql`` with their parameter order and row decoding) and the Lua
+scripts of its Redis layout (docs/store-schema.md). This module only hands
+them over as Python values: the migrations, the statements of a dialect,
+the parameters the core makes from a record, the record the core decodes
+from a row or a stored Redis value, and the script call of each fenced
+write. A store prepares, binds and runs them; it never writes SQL or Lua.
+
+>>> from intentkey import schema
+>>> schema.schema_version() >= 1
+True
+>>> sorted(schema.sql_statements("sqlite"))[:3]
+['complete', 'get', 'insert']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from wasmtime.component import Variant
+
+from . import _binding as b
+from .errors import IntentkeyError
+from .types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
+
+__all__ = [
+    "Existing",
+    "Lost",
+    "Migration",
+    "RedisCall",
+    "RedisScript",
+    "SqlClaimed",
+    "SqlValue",
+    "Statement",
+    "Won",
+    "migration_lock",
+    "migrations",
+    "migrations_table",
+    "redis_batch",
+    "redis_complete",
+    "redis_decode",
+    "redis_default_prefix",
+    "redis_insert",
+    "redis_release",
+    "redis_replace",
+    "redis_scripts",
+    "schema_version",
+    "sql_complete_params",
+    "sql_decode_claim",
+    "sql_decode_row",
+    "sql_get_params",
+    "sql_insert_params",
+    "sql_list_params",
+    "sql_params",
+    "sql_purge_params",
+    "sql_release_params",
+    "sql_replace_params",
+    "sql_statements",
+]
+
+#: One SQL parameter or column value (WIT ``sql-value``): NULL, an integer
+#: (bound at the parameter's width), text or bytes.
+SqlValue = Union[None, int, str, bytes]
+
+DIALECTS = ("sqlite", "postgres")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One migration: the version it brings the schema to, its statements in order."""
+
+    version: int
+    statements: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One of the core's statements: what it does (``insert``, ``get``, …),
+    a short prepared-statement name unique per statement and table, its text
+    (``?1`` … for SQLite, ``$1`` … for PostgreSQL) and what binds to each
+    parameter, in order."""
+
+    name: str
+    prepared_name: str
+    text: str
+    params: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RedisScript:
+    """One of the core's Lua scripts, with its SHA-1 (for ``EVALSHA``)."""
+
+    name: str
+    source: str
+    sha1: str
+
+
+@dataclass(frozen=True)
+class RedisCall:
+    """One call of a Redis script: its name, ``KEYS`` and ``ARGV``."""
+
+    script: str
+    keys: Tuple[str, ...]
+    args: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Won:
+    """The ``claim`` statement's insert won."""
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The insert lost to a record the statement could not see: read it with ``get``."""
+
+
+@dataclass(frozen=True)
+class Existing:
+    """The insert lost to this record."""
+
+    record: StoredRecord
+
+
+SqlClaimed = Union[Won, Lost, Existing]
+
+
+def _call(name: str, *args: Any) -> Any:
+    return b.runtime("pure").call(b.SCHEMA, name, *args)
+
+
+_cache: Dict[Any, Any] = {}
+_cache_lock = threading.Lock()
+
+
+def _cached(key: Any, make: Any) -> Any:
+    value = _cache.get(key)
+    if value is None:
+        value = make()
+        with _cache_lock:
+            _cache.setdefault(key, value)
+    return value
+
+
+# -- the schema ----------------------------------------------------------------------
+
+def migrations() -> Tuple[Migration, ...]:
+    """Every migration, in version order (the DDL names the unqualified tables)."""
+    result: Tuple[Migration, ...] = _cached("migrations", lambda: tuple(
+        Migration(int(m.version), tuple(str(s) for s in m.statements)) for m in _call("migrations")))
+    return result
+
+
+def migrations_table() -> str:
+    """The statement creating the migrations table (PostgreSQL)."""
+    return str(_cached("migrations-table", lambda: str(_call("migrations-table"))))
+
+
+def schema_version() -> int:
+    """The latest schema version."""
+    return int(_cached("schema-version", lambda: int(_call("schema-version"))))
+
+
+def migration_lock() -> int:
+    """The advisory lock every PostgreSQL migration holds (``pg_advisory_xact_lock``)."""
+    return int(_cached("migration-lock", lambda: int(_call("migration-lock"))))
+
+
+def _dialect(dialect: str) -> str:
+    if dialect not in DIALECTS:
+        raise IntentkeyError("invalid-argument", "dialect", f"dialect must be 'sqlite' or 'postgres', not {dialect!r}")
+    return dialect
+
+
+def sql_statements(dialect: str, schema: Optional[str] = None) -> Dict[str, Statement]:
+    """The core's statements of `dialect` (``"sqlite"`` or ``"postgres"``) by
+    name, for the records table in `schema` (quoted and qualified by the core;
+    ``None``: the unqualified table). ``invalid-argument`` for an empty schema."""
+    if schema is not None:
+        b.text("schema", schema)
+
+    def make() -> Dict[str, Statement]:
+        listed = b.unwrap(_call("sql-statements", _dialect(dialect), schema))
+        return {str(s.name): Statement(str(s.name), str(b.get(s, "prepared_name")), str(s.text),
+                                       tuple(str(p) for p in s.params)) for s in listed}
+
+    found: Dict[str, Statement] = _cached(("sql-statements", dialect, schema), make)
+    return dict(found)
+
+
+# -- SQL parameters and rows -------------------------------------------------------------
+
+def _values(raw: Any) -> List[SqlValue]:
+    out: List[SqlValue] = []
+    for v in raw:
+        out.append(bytes(v) if isinstance(v, (bytearray, memoryview, list)) else v)
+    return out
+
+
+def sql_insert_params(record: StoredRecord) -> List[SqlValue]:
+    """The parameters of ``insert`` and ``claim``."""
+    return _values(_call("sql-insert-params", b.stored_to_wit(record)))
+
+
+def sql_get_params(key: str) -> List[SqlValue]:
+    """The parameters of ``get``."""
+    return _values(_call("sql-get-params", b.text("key", key)))
+
+
+def sql_complete_params(completion: Completion) -> List[SqlValue]:
+    """The parameters of ``complete`` and ``complete-fast``."""
+    return _values(_call("sql-complete-params", b.completion_to_wit(completion)))
+
+
+def sql_replace_params(replacement: Replacement) -> List[SqlValue]:
+    """The parameters of ``replace``."""
+    return _values(_call("sql-replace-params", b.replacement_to_wit(replacement)))
+
+
+def sql_release_params(request: ReleaseRequest) -> List[SqlValue]:
+    """The parameters of ``release``."""
+    return _values(_call("sql-release-params", b.release_to_wit(request)))
+
+
+def sql_list_params(status: Optional[Status], limit: int) -> List[SqlValue]:
+    """The parameters of ``list``: one status (every status when ``None``), at most `limit` rows."""
+    wit_status = None if status is None else b.status_to_wit(status)
+    return _values(_call("sql-list-params", wit_status, max(0, min(int(limit), (1 << 32) - 1))))
+
+
+def sql_purge_params(now: int) -> List[SqlValue]:
+    """The parameters of ``purge``."""
+    return _values(_call("sql-purge-params", b.s64("now", now)))
+
+
+def sql_params(op: str, *args: Any) -> List[SqlValue]:
+    """The parameters of the statement for store operation `op`
+    (``insert``, ``get``, ``complete``, ``replace``, ``release``, ``list``, ``purge``)."""
+    makers: Dict[str, Any] = {
+        "insert": sql_insert_params, "get": sql_get_params, "complete": sql_complete_params,
+        "replace": sql_replace_params, "release": sql_release_params, "list": sql_list_params,
+        "purge": sql_purge_params,
+    }
+    maker = makers.get(op)
+    if maker is None:
+        raise IntentkeyError("invalid-argument", "op", f"no SQL statement for store operation {op!r}")
+    result: List[SqlValue] = maker(*args)
+    return result
+
+
+def _lower(row: Sequence[Any]) -> List[SqlValue]:
+    out: List[SqlValue] = []
+    for v in row:
+        if v is None or isinstance(v, (str, bytes)):
+            out.append(v)
+        elif isinstance(v, bool):
+            out.append(int(v))
+        elif isinstance(v, int):
+            out.append(v)
+        elif isinstance(v, (bytearray, memoryview)):
+            out.append(bytes(v))
+        else:
+            out.append(str(v))
+    return out
+
+
+def _failed(e: IntentkeyError, where: str) -> StoreError:
+    return StoreError("failed", f"{where}: {e.message}")
+
+
+def sql_decode_row(row: Sequence[Any]) -> StoredRecord:
+    """A row of ``get`` or ``list`` (the record columns, in order) as the
+    record; a row intentkey did not write is ``StoreError("failed", …)``
+    naming the column."""
+    try:
+        return b.stored_from_wit(b.unwrap_record(_call("sql-decode-row", _lower(row))))
+    except IntentkeyError as e:
+        raise _failed(e, "sql") from None
+
+
+def sql_decode_claim(row: Sequence[Any]) -> SqlClaimed:
+    """The row of ``claim`` (``inserted``, then the record columns)."""
+    try:
+        claimed = b.unwrap_variant(_call("sql-decode-claim", _lower(row)))
+    except IntentkeyError as e:
+        raise _failed(e, "sql") from None
+    if not isinstance(claimed, Variant):
+        raise StoreError("failed", f"sql: the core answered {claimed!r} for a claim row")
+    if claimed.tag == "won":
+        return Won()
+    if claimed.tag == "lost":
+        return Lost()
+    return Existing(b.stored_from_wit(claimed.payload))
+
+
+# -- Redis ------------------------------------------------------------------------------------
+
+def redis_scripts() -> Dict[str, RedisScript]:
+    """Every Redis script by name (``insert``, ``complete``, ``replace``,
+    ``release``, ``list``, ``purge``): the record layout and every atomic
+    operation, written once in the core."""
+    def make() -> Dict[str, RedisScript]:
+        return {str(s.name): RedisScript(str(s.name), str(s.source),
+                                         hashlib.sha1(str(s.source).encode("utf-8")).hexdigest())
+                for s in _call("redis-scripts")}
+
+    found: Dict[str, RedisScript] = _cached("redis-scripts", make)
+    return dict(found)
+
+
+def redis_default_prefix() -> str:
+    """The key prefix when none is configured (``intentkey``)."""
+    return str(_cached("redis-default-prefix", lambda: str(_call("redis-default-prefix"))))
+
+
+def redis_batch() -> int:
+    """How many index members one ``list`` or ``purge`` script call reads at a time."""
+    return int(_cached("redis-batch", lambda: int(_call("redis-batch"))))
+
+
+def _redis_call(raw: Any) -> RedisCall:
+    return RedisCall(str(raw.script), tuple(str(k) for k in raw.keys), tuple(str(a) for a in raw.args))
+
+
+def redis_insert(prefix: str, record: StoredRecord) -> RedisCall:
+    """The script call that inserts `record` unless its key exists, under `prefix`."""
+    return _redis_call(_call("redis-insert", b.text("prefix", prefix), b.stored_to_wit(record)))
+
+
+def redis_complete(prefix: str, completion: Completion) -> RedisCall:
+    """The script call of a fenced completion, under `prefix`."""
+    return _redis_call(_call("redis-complete", b.text("prefix", prefix), b.completion_to_wit(completion)))
+
+
+def redis_replace(prefix: str, replacement: Replacement) -> RedisCall:
+    """The script call of a fenced recovery write, under `prefix`."""
+    return _redis_call(_call("redis-replace", b.text("prefix", prefix), b.replacement_to_wit(replacement)))
+
+
+def redis_release(prefix: str, request: ReleaseRequest) -> RedisCall:
+    """The script call of a fenced release, under `prefix`."""
+    return _redis_call(_call("redis-release", b.text("prefix", prefix), b.release_to_wit(request)))
+
+
+def redis_decode(key: str, value: Union[str, bytes]) -> StoredRecord:
+    """A stored Redis value (the core's layout) as the record under `key`;
+    ``StoreError("failed", …)`` when something other than intentkey wrote it."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreError("failed", f"redis: the value under {key!r} is not UTF-8 text") from None
+    try:
+        return b.stored_from_wit(b.unwrap_record(_call("redis-decode", key, value)))
+    except IntentkeyError as e:
+        raise _failed(e, "redis") from None

@@ -1,0 +1,51 @@
+"""Stores in SQLite, PostgreSQL and Redis: executors of the core's schema.
+
+Each store runs the statements and scripts of the component's ``schema``
+export (:mod:`intentkey.schema`) against the tables and key layout every
+intentkey runtime shares (docs/store-schema.md), so a record a Python
+process writes is replayed by Node and Rust processes, and the other way
+round. The stores only bind the core's parameters, run the core's
+statements and hand the rows back to the core to decode.
+
+* :class:`SQLiteStore` (stdlib ``sqlite3``): sync.
+* :class:`PostgresStore` (psycopg 3 and ``psycopg_pool``): sync;
+  :class:`AsyncPostgresStore`: ``asyncio``.
+* :class:`RedisStore` (redis-py): sync; :class:`AsyncRedisStore`
+  (``redis.asyncio``).
+
+A sync store goes to :class:`intentkey.Guard`, an async one to
+:class:`intentkey.aio.AsyncGuard`. Failures raise
+:class:`intentkey.StoreError`: ``unavailable`` when the store could not be
+reached or was busy (retryable; nothing was decided), ``failed`` when it
+refused the operation or holds data intentkey did not write. The drivers
+are optional dependencies (``intentkey[postgres]``, ``intentkey[redis]``),
+imported only when their store is used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .postgres import AsyncPostgresStore, PostgresStore
+    from .redis import AsyncRedisStore, RedisStore
+    from .sqlite import SQLiteStore
+
+__all__ = ["AsyncPostgresStore", "AsyncRedisStore", "PostgresStore", "RedisStore", "SQLiteStore"]
+
+_WHERE = {
+    "SQLiteStore": "sqlite",
+    "PostgresStore": "postgres",
+    "AsyncPostgresStore": "postgres",
+    "RedisStore": "redis",
+    "AsyncRedisStore": "redis",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'intentkey.stores' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -1,0 +1,183 @@
+"""A store in SQLite through the standard library's ``sqlite3``.
+
+WAL, ``synchronous=FULL`` and a busy timeout, so several processes (Python,
+Node's better-sqlite3, the Rust host) can share one database file. The
+schema is the component's, applied above ``PRAGMA user_version`` inside
+``BEGIN IMMEDIATE`` as the other runtimes do; every statement is the core's
+(``schema/sqlite.sql`` through :func:`intentkey.schema.sql_statements`),
+with the parameters the core makes and the rows the core decodes. Every
+operation is one statement; every write after the claim is fenced on the
+owner token. Fast completions are written like any other.
+
+>>> import intentkey
+>>> from intentkey.stores import SQLiteStore
+>>> store = SQLiteStore(":memory:")
+>>> guard = intentkey.Guard(store)
+>>> attempt = intentkey.Attempt("k1", "fp", "tenant-acme", "pix.send")
+>>> guard.run(attempt, lambda key: intentkey.Response.json(201, '{"id":1}'), now=1_700_000_000).outcome
+'ran'
+>>> guard.run(attempt, lambda key: intentkey.Response.json(201, '{"id":2}'), now=1_700_000_001).response.body
+b'{"id":1}'
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from .. import schema as sch
+from ..errors import IntentkeyError
+from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
+
+__all__ = ["SQLiteStore"]
+
+
+def _failure(e: BaseException) -> StoreError:
+    """sqlite3's error as a store error: busy or locked is retryable."""
+    name = str(getattr(e, "sqlite_errorname", "") or "")
+    text = str(e)
+    busy = name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or (
+        not name and isinstance(e, sqlite3.OperationalError) and ("locked" in text or "busy" in text))
+    return StoreError("unavailable" if busy else "failed", f"sqlite: {name + ': ' if name else ''}{text}")
+
+
+class SQLiteStore:
+    """A record store in SQLite (sync: for :class:`intentkey.Guard`).
+
+    `path_or_connection`: a file path (``":memory:"`` for one process; opened
+    here, closed by :meth:`close`) or an open :class:`sqlite3.Connection`
+    (the caller keeps it; the store switches it to autocommit mode and runs
+    its own transactions). `busy_timeout_ms`: how long a write waits for
+    another writer before the operation is ``unavailable``."""
+
+    def __init__(self, path_or_connection: Union[str, "sqlite3.Connection"], *, busy_timeout_ms: int = 10_000):
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
+            raise IntentkeyError("invalid-argument", "busy_timeout_ms",
+                                 "busy_timeout_ms must be a whole number of milliseconds")
+        self._owned = False
+        if isinstance(path_or_connection, str):
+            try:
+                db = sqlite3.connect(path_or_connection, isolation_level=None, check_same_thread=False,
+                                     timeout=busy_timeout_ms / 1000)
+            except sqlite3.Error as e:
+                raise _failure(e) from e
+            self._owned = True
+        elif isinstance(path_or_connection, sqlite3.Connection):
+            db = path_or_connection
+            db.isolation_level = None
+        else:
+            raise IntentkeyError("invalid-argument", "path_or_connection",
+                                 "SQLiteStore takes a file path or an open sqlite3.Connection, "
+                                 f"not {type(path_or_connection).__name__}")
+        self.db = db
+        self._lock = threading.RLock()
+        self._statements = sch.sql_statements("sqlite")
+        try:
+            with self._lock:
+                db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = FULL")
+                self._migrate()
+        except BaseException:
+            if self._owned:
+                db.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore(owned={self._owned})"
+
+    def _version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        """The component's migrations above ``PRAGMA user_version``, in one IMMEDIATE transaction."""
+        latest = sch.schema_version()
+
+        def check(version: int) -> None:
+            if version > latest:
+                raise StoreError("failed", f"sqlite: this database is at schema version {version}; this package "
+                                           f"knows version {latest} (upgrade intentkey)")
+
+        db = self.db
+        try:
+            current = self._version()
+            check(current)
+            if current == latest:
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                # Read again under the write lock: another process may have migrated meanwhile.
+                version = self._version()
+                check(version)
+                if version < latest:
+                    for m in sch.migrations():
+                        if m.version <= version:
+                            continue
+                        for statement in m.statements:
+                            db.execute(statement)
+                    # As the Rust host and Node: the version lives in PRAGMA user_version.
+                    db.execute(f"PRAGMA user_version = {int(latest)}")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise _failure(e) from e
+
+    def _run(self, name: str, params: Sequence[Any]) -> int:
+        """Runs the core's statement `name`: the rows changed."""
+        with self._lock:
+            try:
+                return int(self.db.execute(self._statements[name].text, tuple(params)).rowcount)
+            except sqlite3.Error as e:
+                raise _failure(e) from e
+
+    def _rows(self, name: str, params: Sequence[Any]) -> List[StoredRecord]:
+        """Runs the core's query `name`: the records, decoded by the core."""
+        with self._lock:
+            try:
+                rows = self.db.execute(self._statements[name].text, tuple(params)).fetchall()
+            except sqlite3.Error as e:
+                raise _failure(e) from e
+        return [sch.sql_decode_row(row) for row in rows]
+
+    def insert(self, record: StoredRecord) -> bool:
+        return self._run("insert", sch.sql_insert_params(record)) == 1
+
+    def get(self, key: str) -> Optional[StoredRecord]:
+        found = self._rows("get", sch.sql_get_params(key))
+        return found[0] if found else None
+
+    def complete(self, completion: Completion) -> bool:
+        return self._run("complete", sch.sql_complete_params(completion)) == 1
+
+    def replace(self, replacement: Replacement) -> bool:
+        return self._run("replace", sch.sql_replace_params(replacement)) == 1
+
+    def release(self, request: ReleaseRequest) -> bool:
+        return self._run("release", sch.sql_release_params(request)) == 1
+
+    def list(self, status: Status, limit: int) -> List[StoredRecord]:
+        if limit <= 0:
+            return []
+        return self._rows("list", sch.sql_list_params(status, limit))
+
+    def purge(self, now: int) -> int:
+        return self._run("purge", sch.sql_purge_params(now))
+
+    def close(self) -> None:
+        """Closes the database if this store opened it."""
+        if self._owned:
+            with self._lock:
+                self.db.close()
+
+    def __enter__(self) -> "SQLiteStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+

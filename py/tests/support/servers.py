@@ -1,0 +1,117 @@
+"""The servers the store tests run against, and their clean-up.
+
+PostgreSQL at 127.0.0.1:5432, database ``test`` (trust; user ``postgres``
+or the current user; ``INTENTKEY_TEST_PG`` overrides the connection
+string), Redis at 127.0.0.1:6379 (``INTENTKEY_TEST_REDIS`` overrides the
+URL). A server that cannot be reached fails the test when ``CI=true`` and
+skips it, saying why, otherwise. Each test gets its own schema or prefix,
+dropped or deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import uuid
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+import pytest
+
+PG_HOSTPART = "host=127.0.0.1 port=5432 dbname=test connect_timeout=3"
+REDIS_URL = os.environ.get("INTENTKEY_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def unreachable(what: str, where: str, why: object) -> None:
+    message = f"{what} not reachable at {where} ({why})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message} and CI=true: the {what} tests cannot run")
+    pytest.skip(f"{message}; {what} tests skipped (outside CI; with CI=true they fail)")
+
+
+_pg: Optional[str] = None
+
+
+def pg_conninfo() -> str:
+    """A working connection string for the test database (fails or skips otherwise)."""
+    global _pg
+    if _pg is not None:
+        return _pg
+    import psycopg
+
+    candidates = [os.environ["INTENTKEY_TEST_PG"]] if "INTENTKEY_TEST_PG" in os.environ else [
+        f"{PG_HOSTPART} user=postgres", f"{PG_HOSTPART} user={getpass.getuser()}"]
+    last: object = None
+    for conninfo in candidates:
+        try:
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            _pg = conninfo
+            return conninfo
+        except psycopg.Error as e:
+            last = e
+    unreachable("PostgreSQL", candidates[-1], last)
+    raise AssertionError("unreachable")
+
+
+def pg_url(conninfo: str, schema: str) -> str:
+    """The URL of `conninfo` with `schema` as the search_path (the Rust host's and the CLI's form)."""
+    parts = dict(p.split("=", 1) for p in conninfo.split())
+    return (f"postgres://{parts['user']}@{parts.get('host', '127.0.0.1')}:{parts.get('port', '5432')}/"
+            f"{parts.get('dbname', 'test')}?options=-csearch_path%3D{schema}")
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """A fresh schema `ik_py_<random>`, dropped with everything in it afterwards."""
+    import psycopg
+
+    conninfo = pg_conninfo()
+    name = f"ik_py_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    try:
+        yield name
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+_redis_ok = False
+
+
+def redis_url() -> str:
+    global _redis_ok
+    if _redis_ok:
+        return REDIS_URL
+    import redis
+
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3, socket_timeout=3)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, OSError) as e:
+        unreachable("Redis", REDIS_URL, e)
+    _redis_ok = True
+    return REDIS_URL
+
+
+@contextmanager
+def redis_prefix() -> Iterator[str]:
+    """A fresh key prefix `ik_py_<random>`; every key under it is deleted afterwards."""
+    import redis
+
+    url = redis_url()
+    prefix = f"ik_py_{uuid.uuid4().hex[:12]}"
+    try:
+        yield prefix
+    finally:
+        client = redis.Redis.from_url(url)
+        try:
+            keys = list(client.scan_iter(match=f"{prefix}:*", count=500))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
