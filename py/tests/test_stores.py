@@ -439,9 +439,6 @@ def test_unreachable_servers_are_unavailable() -> None:
     asyncio.run(aio())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "intentkey.aio.drive resumes every flow with op-result `failed` on a store error; only serve flows "
-    "take it, so a claim flow answers flow-misuse instead of reporting store-unavailable"))
 @pytest.mark.timeout(60)
 def test_async_guard_reports_an_unreachable_store_as_unavailable() -> None:
     async def aio() -> None:
@@ -475,9 +472,6 @@ def test_data_intentkey_did_not_write_is_failed() -> None:
     assert e.value.kind == "failed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "wasmtime-py 50.0.1 cannot lower the err case of the store import's result<option<record>, store-error> "
-    "(its untagged lowering takes any value for option's none case), so a failing get traps the sync guard"))
 def test_sync_guard_reports_a_failing_get_as_store_failed() -> None:
     import redis
 

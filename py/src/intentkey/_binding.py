@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from wasmtime import Config, Engine, Store
 from wasmtime.component import Component, Linker, Record, ResourceAny, Variant
+from wasmtime.component import _types as _wasmtime_types
 
 from ._codes import ERROR_CODES, WIT_VERSION
 from .errors import IntentkeyError, IntentkeyTrap
@@ -73,6 +74,28 @@ def component_path(world: str = "intentkey") -> str:
     """The component file of `world` (``intentkey`` or ``pure``) shipped in the package."""
     name = "intentkey.wasm" if world == "intentkey" else "intentkey-pure.wasm"
     return os.path.join(_WASM_DIR, name)
+
+
+# -- wasmtime-py's untagged option -------------------------------------------------
+# wasmtime-py picks the case of an untagged variant (a `result` whose cases are
+# distinct Python classes) by the classes each case accepts, and it says that an
+# `option` accepts `object` for its none case: every value. The store import's
+# `get` returns `result<option<record>, store-error>`, so its error (a Variant)
+# was taken for the ok case and could not be lowered. An untagged option accepts
+# None and its payload's classes, nothing else; its own lowering and lifting
+# are unchanged (they do not ask these classes).
+_add_classes = _wasmtime_types.VariantLikeType.add_classes
+
+
+def _option_classes(self: Any, s: Any) -> None:
+    if isinstance(self, _wasmtime_types.OptionType) and not self._tagged():
+        s.add(type(None))
+        self.payload.add_classes(s)
+    else:
+        _add_classes(self, s)
+
+
+_wasmtime_types.VariantLikeType.add_classes = _option_classes  # type: ignore[method-assign]
 
 
 # -- results ------------------------------------------------------------------

@@ -176,9 +176,11 @@ class Flow:
 
 
 async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
-                host: Optional[Callable[[Any], Awaitable[Variant]]] = None) -> Any:
+                host: Optional[Callable[[Any], Awaitable[Variant]]] = None, *, hand_failures: bool = False) -> Any:
     """Drives `flow` to its output: store operations on `store`, anything
-    else (the effect, a pause, the handler) through ``host(op)``."""
+    else (the effect, a pause, the handler) through ``host(op)``. A store
+    failure is handed to the flow when `hand_failures` (a serve flow), else
+    raised as ``store-unavailable`` or ``store-failed``."""
     try:
         step = flow.step(None)
         while step.tag == "io":
@@ -188,7 +190,14 @@ async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
                     raise IntentkeyTrap(f"the flow asked the host for {op.tag!r}, which it never does here")
                 done = await host(op)
             else:
-                done, _failure = await perform(store, op, lookup)
+                done, failure = await perform(store, op, lookup)
+                if failure is not None and not hand_failures:
+                    # Only a serve flow decides what a failed operation means
+                    # (503, the profile's 500, a retried completion); every
+                    # other flow stops here, as the sync guard does.
+                    if failure.kind == "unavailable":
+                        raise IntentkeyError("store-unavailable", None, failure.message)
+                    raise IntentkeyError("store-failed", None, failure.message)
             step = flow.step(done)
         return step.payload
     finally:
@@ -315,7 +324,7 @@ class AsyncGuard:
             ended = started if now is not None else int(self._clock())
             return Variant("handled", b.record(handled=handled, now=ended))
 
-        out = await drive(flow, self.store, None, host)
+        out = await drive(flow, self.store, None, host, hand_failures=True)
         return served_from_wit(_output(out, "served"), state["ran"], state["reply"], state["error"])
 
 
