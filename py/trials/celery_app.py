@@ -28,20 +28,6 @@ from typing import Any
 from celery import Celery
 from celery.signals import task_postrun
 
-# The trial's one speed-up: the workers keep wasmtime's compilation cache, so a
-# new worker loads the component's machine code instead of compiling it again
-# (about 2 s of CPU per start on this machine). Behaviour is unchanged.
-if os.environ.get("IK_TRIAL_WASM_CACHE", "1") == "1":
-    import wasmtime
-    import intentkey._binding as _b
-
-    class _CachedConfig(wasmtime.Config):
-        def __init__(self) -> None:
-            super().__init__()
-            self.cache = True
-
-    _b.Config = _CachedConfig  # type: ignore[misc]
-
 import intentkey
 from intentkey.celery import Intent, IntentTask, OutcomeEvent, found, once
 from celery_app_policy import POLICY
