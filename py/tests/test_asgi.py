@@ -374,3 +374,28 @@ def test_a_cancelled_request_does_not_cancel_the_owner(store_kind):
 
     asyncio.run(main())
     assert orders.count == 1
+
+
+def _load_example(name):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"intentkey_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    KEEP.append(module)
+    return module
+
+
+def test_the_documented_asgi_example_runs():
+    example = _load_example("asgi_app")
+    with Server(example.app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        headers = {"Idempotency-Key": "order-1", "X-Tenant": "acme"}
+        first = client.post("/orders", json={"sku": "tea", "qty": 2}, headers=headers)
+        again = client.post("/orders", json={"sku": "tea", "qty": 2}, headers=headers)
+        other = client.post("/orders", json={"sku": "tea", "qty": 3}, headers=headers)
+    assert first.status_code == 201 and first.json() == {"id": 1, "order": {"sku": "tea", "qty": 2}, "tenant": "acme"}
+    assert again.content == first.content and again.headers["Idempotent-Replayed"] == "true"
+    assert other.status_code == 422
+    assert len(example.orders) == 1

@@ -212,3 +212,21 @@ def test_an_async_store_is_refused():
     with pytest.raises(intentkey.IntentkeyError) as e:
         IdempotencyMiddleware(Flask("x").wsgi_app, secret=SECRET, store=AsyncMemoryStore())
     assert e.value.code == "invalid-argument" and "store" in str(e.value)
+
+
+def test_the_documented_wsgi_example_runs():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "wsgi_app.py"
+    spec = importlib.util.spec_from_file_location("intentkey_example_wsgi_app", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    KEEP.append(example)
+    with Server(example.app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        headers = {"Idempotency-Key": "order-1"}
+        first = client.post("/orders", json={"sku": "tea"}, headers=headers)
+        again = client.post("/orders", json={"sku": "tea"}, headers=headers)
+    assert first.status_code == 201 and first.json() == {"id": 1, "tenant": "public"}
+    assert again.content == first.content and again.headers["Idempotent-Replayed"] == "true"
+    assert len(example.orders) == 1
