@@ -322,7 +322,9 @@ def test_option_values_are_checked():
     with pytest.raises(intentkey.IntentkeyError) as e:
         IdempotencyMiddleware(app, secret=SECRET, store=AsyncMemoryStore(), profile="paypal")
     assert e.value.code == "invalid-argument" and "profile" in str(e.value)
-    assert SECRET.hex() not in repr(IdempotencyMiddleware(app, secret=SECRET, store=AsyncMemoryStore()).endpoint)
+    middleware = IdempotencyMiddleware(app, secret=SECRET, store=AsyncMemoryStore())
+    KEEP.append(middleware)
+    assert SECRET.hex() not in repr(middleware.endpoint)
 
 
 @pytest.mark.parametrize("store_kind", stores())
