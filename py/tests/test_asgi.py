@@ -110,7 +110,7 @@ def make(profile, store, **options):
     orders = Orders(options.pop("delay", 0.0))
     errors = []
     orders.app.add_middleware(IdempotencyMiddleware, secret=SECRET, store=store, profile=profile,
-                              replay_headers=["Location", "Content-Type", "X-Order"], on_error=lambda stage, e: errors.append((stage, e)),
+                              replay_headers=["X-Order"], on_error=lambda stage, e: errors.append((stage, e)),
                               **options)
     probe = IdempotencyMiddleware(orders.app, secret=SECRET, store=store, profile=profile)
     KEEP.extend([orders, probe])

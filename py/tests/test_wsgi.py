@@ -103,7 +103,7 @@ def make(profile, store=None, **options):
     errors = []
     orders.app.config["PROPAGATE_EXCEPTIONS"] = True  # a route's exception reaches the middleware
     middleware = IdempotencyMiddleware(orders.app.wsgi_app, secret=SECRET, store=store, profile=profile,
-                                       replay_headers=["Location", "Content-Type", "X-Order"],
+                                       replay_headers=["X-Order"],
                                        on_error=lambda stage, e: errors.append((stage, e)), **options)
     orders.app.wsgi_app = middleware
     KEEP.extend([orders, middleware])

@@ -519,6 +519,11 @@ class Runtime:
                 self._store.set_fuel(self.fuel_per_call)
             try:
                 resource.drop(self._store)
+            except ValueError:
+                # wasmtime-py closed the handle first (the garbage collector
+                # finalized it before its owner): the guest resource stays
+                # in this instance; nothing else is wrong.
+                continue
             except Exception:
                 self._discard()
 

@@ -107,7 +107,8 @@ def options_for(profile: str, overrides: Mapping[str, Any]) -> Options:
         elif name == "replay_headers":
             if isinstance(value, str):
                 raise IntentkeyError("invalid-argument", name, "replay_headers is a list of header names, not one string")
-            changes[name] = tuple(b.text("replay_headers", h) for h in value)
+            # Besides the profile's own (Location, Content-Type), as in npm.
+            changes[name] = base.replay_headers + tuple(b.text("replay_headers", h) for h in value)
         else:
             raise IntentkeyError("invalid-argument", name,
                                  f"unknown option {name!r}; the options are {', '.join(OPTION_NAMES)}")
@@ -207,21 +208,22 @@ class Endpoint:
             raise IntentkeyError("invalid-argument", "secret", "give exactly one of secret and keyring")
         self.options = options_for(profile, options)
         wit_options = self.options._wit()
-        self._policies = []
-        for action, policy in (policies or {}).items():
-            self._policies.append((b.text("policies", action), _policy(policy)))
+        checked = [(b.text("policies", action), _policy(policy)) for action, policy in (policies or {}).items()]
+        self._policies = checked
         rt = self._rt = b.runtime()
+        # The create calls capture locals only: a closure over self would
+        # make a reference cycle, and the garbage collector may then close
+        # the guest handle before its drop is queued.
         if keyring is not None:
             names, secrets = keyring._parts()
             window = None if keyring.window_seconds is None else b.s64("window_seconds", keyring.window_seconds)
             self._guest = b.GuestResource(rt, secrets, lambda ids: rt.call(
-                b.HTTP, "[static]endpoint.create-keyring", b.keyring_entries(rt, names, ids), window, wit_options,
-                self._policies))
+                b.HTTP, "[static]endpoint.create-keyring", b.keyring_entries(rt, names, ids), window, wit_options, checked))
         else:
             assert secret is not None
             one = b.secret_bytes("secret", secret)
             self._guest = b.GuestResource(rt, [one], lambda ids: rt.call(
-                b.HTTP, "[static]endpoint.create", ids[0], wit_options, self._policies))
+                b.HTTP, "[static]endpoint.create", ids[0], wit_options, checked))
         self._header = str(self._call("header-name"))
 
     def __repr__(self) -> str:
