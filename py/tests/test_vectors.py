@@ -1,42 +1,38 @@
-#!/usr/bin/env python3
-"""Runs every golden vector (tests/vectors/*.json) through the WebAssembly
-component via wasmtime-py: the Python twin of the Rust runner
-(crates/vectors/src/lib.rs, used by crates/intentkey/tests/vectors.rs), with
-the same checks.
+"""Every golden vector (tests/vectors/*.json) through the installed package:
+the Python twin of the Rust runner (crates/vectors/src/lib.rs, used by
+crates/intentkey/tests/vectors.rs), with the same checks.
 
-A failure names ``file#tcId``. An unknown group type fails the run (no runner
-may skip a group), and so does a group type that ran no tests. The files are
-linted as the Rust runner does (schema, unique tcIds, every flag defined in
-``notes``, ``numberOfTests``); a lint problem counts as a failure.
-
-Last line: ``python-wasmtime: N passed, M failed``. Exit status 0 only when
-M == 0 and every group type ran.
+One test per vector, named ``file#tcId``. The files are linted as the Rust
+runner lints them (schema, unique tcIds, every flag defined in ``notes``,
+``numberOfTests``); an unknown group type fails, and so does a group type
+that ran no test. The totals are asserted, so a file that went missing or a
+group that was skipped fails the run.
 """
 
 from __future__ import annotations
 
-import argparse
 import binascii
 import json
-import os
-import sys
-import time
 from collections import Counter
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+import pytest
 
-import intentkey_wasm as ik  # noqa: E402
+import intentkey
+from intentkey import IntentkeyError, IntentkeyTrap, Keyer
+
+from conftest import VECTORS
 
 GROUP_TYPES = ("FieldsDerivation", "RequestLine", "PolicyInvalid", "IntentHmac", "Fingerprint", "UuidV4")
+#: The vectors the repository holds; a change to the files changes this on purpose.
+TOTAL_VECTORS = 892
 
 
 # --- JSON with number literals kept as written ----------------------------
-# The vectors are parsed by serde_json with `arbitrary_precision` in the Rust
-# runner: a policy reaches the core with its number literals exactly as
-# written, and ids compare by their literal text. Mirror that.
+# The Rust runner parses the vectors with serde_json's `arbitrary_precision`:
+# a policy reaches the core with its number literals exactly as written, and
+# ids compare by their literal text. Mirror that.
 
 class RawInt(int):
     raw: str
@@ -91,10 +87,46 @@ def same_json(a: Any, b: Any) -> bool:
     return dump_json(a, sort_keys=True) == dump_json(b, sort_keys=True)
 
 
+# --- the files --------------------------------------------------------------
+
+def _files() -> List[Path]:
+    return sorted(VECTORS.glob("*.json"))
+
+
+def _load(path: Path) -> Any:
+    return load_json(path.read_text(encoding="utf-8"))
+
+
+DOCS: Dict[str, Any] = {path.name: _load(path) for path in _files()}
+
+
+def _vectors() -> List[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
+    out = []
+    for name, doc in DOCS.items():
+        if not isinstance(doc, dict):
+            continue
+        for group in doc.get("testGroups") or []:
+            for test in group.get("tests") or []:
+                out.append((name, group, test))
+    return out
+
+
+VECTORS_LIST = _vectors()
+
+
 # --- per-test checks ----------------------------------------------------------
 
 class VectorError(Exception):
     """The vector itself is not of the expected shape (the Rust runner panics)."""
+
+
+class LineError(Exception):
+    """An error answer line of the JSON-lines contract: its code as written."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.field: Optional[str] = None
 
 
 def str_of(test: dict, name: str) -> str:
@@ -132,7 +164,9 @@ def check(test: dict, run: Callable[[], Any], valid: Callable[[dict, Any], Optio
     want_error = expected_error(test)
     try:
         value = run()
-    except ik.IntentkeyError as err:
+    except (IntentkeyError, LineError) as err:
+        if isinstance(err, IntentkeyTrap):
+            raise
         if want_error is None:
             return f"expected valid, got error {err}"
         if err.code != want_error:
@@ -158,21 +192,18 @@ def policy_of(group: dict) -> Optional[str]:
 
 def run_fields(group: dict, test: dict) -> Optional[str]:
     def run() -> Any:
-        keyer = ik.Keyer(policy_of(group), secret_of(test))
-        try:
+        with Keyer(secret=secret_of(test), policy=policy_of(group)) as keyer:
             epoch = int_of(test, "intentEpoch")
             if not -(1 << 63) <= epoch < (1 << 63):
                 raise VectorError("intentEpoch is not an i64")
             intent = (str_of(test, "tenantId"), str_of(test, "actionType"), str_of(test, "payload"), epoch)
             return keyer.material(*intent), keyer.derive(*intent)
-        finally:
-            keyer.close()
 
     return check(test, run, lambda t, v: compare("material", t.get("material"), v[0]) or compare("key", t.get("key"), v[1]))
 
 
-def run_request_line(test: dict) -> Optional[str]:
-    answers = ik.answer_lines([str_of(test, "line")])
+def run_request_line(group: dict, test: dict) -> Optional[str]:
+    answers = intentkey.answer_lines([str_of(test, "line")])
     if len(answers) != 1:
         return f"expected one answer line, got {len(answers)}"
     line = answers[0]
@@ -185,12 +216,13 @@ def run_request_line(test: dict) -> Optional[str]:
         return f"answer {line} does not echo id {dump_json(test.get('id'))} alone"
     key, error = answer.get("key"), answer.get("error")
     if isinstance(key, str) and error is None:
-        outcome: Callable[[], Any] = lambda: key
+        def outcome() -> Any:
+            return key
     elif key is None and isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
         code = error.get("code") if isinstance(error.get("code"), str) else ""
 
         def outcome() -> Any:
-            raise ik.IntentkeyError(code, None, error["message"])
+            raise LineError(code, error["message"])
     else:
         return f"malformed answer {line}"
     return check(test, outcome, lambda t, k: compare("key", t.get("key"), k))
@@ -200,7 +232,7 @@ def run_request_line(test: dict) -> Optional[str]:
 _POLICY_SECRET = bytes(range(32))
 
 
-def run_policy_invalid(test: dict) -> Optional[str]:
+def run_policy_invalid(group: dict, test: dict) -> Optional[str]:
     if "policy" not in test:
         raise VectorError("vector lacks `policy`")
     want_path = str_of(test, "errorPath")
@@ -208,30 +240,24 @@ def run_policy_invalid(test: dict) -> Optional[str]:
 
     def run() -> None:
         try:
-            ik.Keyer(dump_json(test["policy"]), _POLICY_SECRET).close()
-        except ik.IntentkeyError as err:
+            Keyer(secret=_POLICY_SECRET, policy=dump_json(test["policy"])).close()
+        except IntentkeyError as err:
             refusal["err"] = err
             raise
 
-    def valid(_t: dict, _v: Any) -> Optional[str]:
-        return None
-
-    failure = check(test, run, valid)
+    failure = check(test, run, lambda _t, _v: None)
     if failure is None and "err" in refusal and (refusal["err"].field or "") != want_path:
         return f"error path differs: want {want_path!r}, got {refusal['err'].field or ''!r} ({refusal['err']})"
     return failure
 
 
-def run_intent_hmac(test: dict) -> Optional[str]:
+def run_intent_hmac(group: dict, test: dict) -> Optional[str]:
     def run() -> Any:
-        keyer = ik.Keyer(None, secret_of(test))
-        try:
+        with Keyer(secret=secret_of(test)) as keyer:
             length = int_of(test, "keyHexLength")
             if not 0 <= length < (1 << 32):
                 raise VectorError("keyHexLength is not a u32")
             return keyer.intent_key(str_of(test, "tenantId"), str_of(test, "intentId"), length)
-        finally:
-            keyer.close()
 
     return check(test, run, lambda t, key: compare("key", t.get("key"), key))
 
@@ -240,7 +266,7 @@ def run_fingerprint(group: dict, test: dict) -> Optional[str]:
     state: dict = {}
 
     def run() -> Any:
-        keyer = ik.Keyer(policy_of(group), secret_of(test))
+        keyer = Keyer(secret=secret_of(test), policy=policy_of(group))
         state["keyer"] = keyer
         args = (str_of(test, "tenantId"), str_of(test, "actionType"), str_of(test, "payload"))
         state["args"] = args
@@ -261,109 +287,79 @@ def run_fingerprint(group: dict, test: dict) -> Optional[str]:
             state["keyer"].close()
 
 
-def run_uuid(test: dict) -> Optional[str]:
+def run_uuid(group: dict, test: dict) -> Optional[str]:
     text = str_of(test, "randomHex")
     try:
         random = binascii.unhexlify(text)
     except (binascii.Error, ValueError) as exc:
         raise VectorError(f"randomHex is not hex: {exc}") from exc
-    return check(test, lambda: ik.uuid_key(random), lambda t, key: compare("key", t.get("key"), key))
+    return check(test, lambda: intentkey.uuid_key(random), lambda t, key: compare("key", t.get("key"), key))
 
 
-RUNNERS = {
+RUNNERS: Dict[str, Callable[[dict, dict], Optional[str]]] = {
     "FieldsDerivation": run_fields,
-    "RequestLine": lambda group, test: run_request_line(test),
-    "PolicyInvalid": lambda group, test: run_policy_invalid(test),
-    "IntentHmac": lambda group, test: run_intent_hmac(test),
+    "RequestLine": run_request_line,
+    "PolicyInvalid": run_policy_invalid,
+    "IntentHmac": run_intent_hmac,
     "Fingerprint": run_fingerprint,
-    "UuidV4": lambda group, test: run_uuid(test),
+    "UuidV4": run_uuid,
 }
-assert tuple(RUNNERS) == GROUP_TYPES
 
 
-def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--component", default=os.path.join(REPO, "dist", "intentkey.wasm"), help="the intentkey component (.wasm)")
-    parser.add_argument("--vectors", default=os.path.join(REPO, "tests", "vectors"), help="directory of *_test.json vector files")
-    parser.add_argument("-v", "--verbose", action="store_true", help="print per-file counts")
-    args = parser.parse_args(argv)
+# --- the tests ----------------------------------------------------------------
 
-    started = time.perf_counter()
-    try:
-        ik.load(args.component)
-    except Exception as exc:  # missing file, not a component, wrong imports...
-        print(f"cannot load the component {args.component}: {exc}", file=sys.stderr)
-        print("python-wasmtime: 0 passed, 1 failed")
-        return 2
-    loaded = time.perf_counter()
+def test_the_runner_knows_every_group_type() -> None:
+    assert tuple(RUNNERS) == GROUP_TYPES
 
-    files = sorted(f for f in os.listdir(args.vectors) if f.endswith(".json"))
-    passed = 0
-    failures: list = []
-    per_type: Counter = Counter()
-    if not files:
-        failures.append(f"no vector files in {args.vectors}")
 
-    for name in files:
-        try:
-            with open(os.path.join(args.vectors, name), encoding="utf-8") as fh:
-                doc = load_json(fh.read())
-        except (OSError, ValueError) as exc:
-            failures.append(f"{name}: not readable JSON: {exc}")
-            continue
-        if not isinstance(doc, dict) or doc.get("schema") != "intentkey_vectors_v1":
-            failures.append(f"{name}: schema is not intentkey_vectors_v1")
-            continue
-        notes = doc.get("notes") if isinstance(doc.get("notes"), dict) else {}
-        ids: set = set()
-        count = 0
-        groups = doc.get("testGroups")
-        if not isinstance(groups, list):
-            failures.append(f"{name}: testGroups is not a list")
-            continue
-        for group in groups:
-            kind = group.get("type")
-            runner = RUNNERS.get(kind)
-            for test in group.get("tests") or []:
-                count += 1
-                tc_id = test.get("tcId")
-                label = f"{name}#{tc_id} ({test.get('comment', '')})"
-                if tc_id in ids:
-                    failures.append(f"{name}#{tc_id}: duplicate tcId")
-                ids.add(tc_id)
-                undefined = [f for f in test.get("flags") or [] if f not in notes]
-                if undefined:
-                    failures.append(f"{name}#{tc_id}: flags {undefined} not defined in notes")
-                if runner is None:
-                    failures.append(f"{label}: unknown group type {kind!r}; every group must run")
-                    continue
-                per_type[kind] += 1
-                try:
-                    why = runner(group, test)
-                except VectorError as exc:
-                    why = f"malformed vector: {exc}"
-                except ik.IntentkeyTrap as exc:
-                    why = f"trap: {exc}"
-                if why is None:
-                    passed += 1
-                else:
-                    failures.append(f"{label}: {why}")
-        if doc.get("numberOfTests") != count:
-            failures.append(f"{name}: numberOfTests is {doc.get('numberOfTests')}, the file has {count}")
-        if args.verbose:
-            print(f"{name}: {count} tests")
+@pytest.mark.parametrize("name", sorted(DOCS) or ["<none>"])
+def test_file_lints(name: str) -> None:
+    """Schema, unique tcIds, flags defined in notes, numberOfTests, known group types."""
+    assert DOCS, f"no vector files in {VECTORS}"
+    doc = DOCS[name]
+    assert isinstance(doc, dict) and doc.get("schema") == "intentkey_vectors_v1", f"{name}: schema is not intentkey_vectors_v1"
+    groups = doc.get("testGroups")
+    assert isinstance(groups, list), f"{name}: testGroups is not a list"
+    notes = doc.get("notes") if isinstance(doc.get("notes"), dict) else {}
+    problems = []
+    ids: set = set()
+    count = 0
+    for group in groups:
+        if group.get("type") not in RUNNERS:
+            problems.append(f"unknown group type {group.get('type')!r}; every group must run")
+        for test in group.get("tests") or []:
+            count += 1
+            tc_id = test.get("tcId")
+            if tc_id in ids:
+                problems.append(f"#{tc_id}: duplicate tcId")
+            ids.add(tc_id)
+            undefined = [f for f in test.get("flags") or [] if f not in notes]
+            if undefined:
+                problems.append(f"#{tc_id}: flags {undefined} not defined in notes")
+    if doc.get("numberOfTests") != count:
+        problems.append(f"numberOfTests is {doc.get('numberOfTests')}, the file has {count}")
+    assert not problems, f"{name}: " + "\n".join(problems)
 
-    elapsed = time.perf_counter() - started
+
+def test_every_vector_and_group_type_is_collected() -> None:
+    per_type = Counter(group.get("type") for _name, group, _test in VECTORS_LIST)
+    assert len(VECTORS_LIST) == TOTAL_VECTORS, f"{len(VECTORS_LIST)} vectors collected, the repository holds {TOTAL_VECTORS}"
+    assert sum(doc.get("numberOfTests", 0) for doc in DOCS.values()) == TOTAL_VECTORS
     missing = [kind for kind in GROUP_TYPES if per_type[kind] == 0]
-    failures += [f"group type {kind} ran no test" for kind in missing]
-    for failure in failures:
-        print(f"FAIL {failure}")
-    for kind in GROUP_TYPES:
-        print(f"  {kind}: {per_type[kind]}")
-    print(f"  (component loaded in {loaded - started:.2f} s, all vectors in {elapsed:.2f} s)")
-    print(f"python-wasmtime: {passed} passed, {len(failures)} failed")
-    return 1 if failures or missing else 0
+    assert not missing, f"group types that ran no test: {missing}"
+    assert set(per_type) == set(GROUP_TYPES), f"unknown group types: {set(per_type) - set(GROUP_TYPES)}"
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.mark.parametrize(
+    "name,group,test", VECTORS_LIST,
+    ids=[f"{name}#{test.get('tcId')}" for name, _g, test in VECTORS_LIST])
+def test_vector(name: str, group: dict, test: dict) -> None:
+    runner = RUNNERS.get(group.get("type"))
+    assert runner is not None, f"unknown group type {group.get('type')!r}; every group must run"
+    try:
+        why = runner(group, test)
+    except VectorError as exc:
+        why = f"malformed vector: {exc}"
+    except IntentkeyTrap as exc:
+        why = f"trap: {exc}"
+    assert why is None, f"{name}#{test.get('tcId')} ({test.get('comment', '')}): {why}"

@@ -1,40 +1,34 @@
-#!/usr/bin/env python3
-"""Runs the HTTP conformance vectors (tests/vectors/http/http_test.json)
-through the WebAssembly component via wasmtime-py: each step is the core's
-serve flow (:meth:`intentkey_wasm.Endpoint.serve`: WIT ``flows.flow.serve``
-advanced by ``guard.advance``) over a fresh :class:`intentkey_wasm.MemoryStore`
-per case, wrapped to fail the store operations a step's ``store_fails``
-names. The procedure is the one every runner follows
+"""The HTTP conformance vectors (tests/vectors/http/http_test.json) through
+the installed package: each step is the core's serve flow
+(:meth:`intentkey.http.Endpoint.serve`) over a fresh
+:class:`intentkey.MemoryStore` per case, wrapped to fail the store
+operations a step's ``store_fails`` names by raising
+:class:`intentkey.StoreError`. The procedure is the one every runner follows
 (tests/vectors/README.md, "HTTP vectors"; the Rust twin is
-crates/vectors/src/http.rs).
+crates/vectors/src/http.rs, the JavaScript one js/test/http-vector-runner.js).
 
 Each step compares the path taken, whether the handler ran, the status, the
-exact header list, the exact body bytes, what finishing did and how many
-times it was tried again. The ``fingerprints``,
+exact header list, the exact body bytes, what finishing did, how many times
+it was tried again, and the store failures the serve flow reports
+(``claim_failure``, ``finish_failures``). The ``fingerprints``,
 ``storage_keys`` and ``endpoint_answers`` lists are checked through the
-endpoint. After the run, a canary run on altered copies of a few vectors
-must fail, so a runner that compares nothing cannot pass.
-
-Prints ``python-wasmtime: http vectors: …`` and, last,
-``python-wasmtime-http: N passed, M failed``. Exit status 0 only when M == 0.
+endpoint. A canary run on altered copies of a few vectors must fail, so a
+runner that compares nothing cannot pass.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import os
-import sys
-import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+import pytest
 
-import intentkey_wasm as ik  # noqa: E402
-from wasmtime.component import Variant  # noqa: E402
+import intentkey
+from intentkey import Guard, MemoryStore, Reply, StoreError
+from intentkey.http import Endpoint, Raised, Request
+
+from conftest import HTTP_VECTORS
 
 SCHEMA = "intentkey_http_vectors_v1"
 KINDS = ("refused", "unguarded", "replay", "in-flight", "payload-conflict", "unavailable", "handler", "released",
@@ -47,6 +41,9 @@ PROBE_KEY = "fingerprint-probe"
 STORAGE_KEY_ROUTE = "/storage-key"
 DEFAULTS = {"strict_key_syntax": False, "retry_after_seconds": 1, "replay_headers": ["Location", "Content-Type"],
             "key_required": True, "max_body_bytes": 1048576, "policies": {}}
+#: What the repository's file holds (the README's numbers); asserted so that a truncated file fails.
+TOTALS = {"numberOfCases": 36, "numberOfSteps": 192, "numberOfFingerprints": 23, "numberOfStorageKeys": 12,
+          "numberOfEndpointAnswers": 9}
 
 
 class Broken(Exception):
@@ -75,7 +72,7 @@ def pairs(value: Any) -> List[Tuple[str, str]]:
     return [(n, v) for n, v in value]
 
 
-def reply_diff(want: Dict[str, Any], got: ik.Reply, at: str) -> List[str]:
+def reply_diff(want: Dict[str, Any], got: Reply, at: str) -> List[str]:
     out = []
     if want["status"] != got.status:
         out.append(f"status: want {want['status']}, got {got.status}")
@@ -87,52 +84,57 @@ def reply_diff(want: Dict[str, Any], got: ik.Reply, at: str) -> List[str]:
     return out
 
 
-def endpoint_of(secret: bytes, config: Dict[str, Any]) -> ik.Endpoint:
-    return ik.Endpoint(secret, profile=config["profile"], strict_key_syntax=config["strict_key_syntax"],
-                       retry_after_seconds=config["retry_after_seconds"], replay_headers=config["replay_headers"],
-                       key_required=config["key_required"], max_body_bytes=config["max_body_bytes"],
-                       policies=config["policies"])
+def endpoint_of(secret: bytes, config: Dict[str, Any]) -> Endpoint:
+    return Endpoint(secret=secret, profile=config["profile"], strict_key_syntax=config["strict_key_syntax"],
+                    retry_after_seconds=config["retry_after_seconds"], replay_headers=config["replay_headers"],
+                    key_required=config["key_required"], max_body_bytes=config["max_body_bytes"],
+                    policies=config["policies"])
 
 
-def as_is(response: Dict[str, Any], at: str) -> ik.Reply:
+def as_is(response: Dict[str, Any], at: str) -> Reply:
     """The reply an adapter sends for a handler's response: status, its
     Content-Type (when not empty), its headers as they are, its body."""
     headers = [("Content-Type", response["content_type"])] if response["content_type"] else []
     headers += pairs(response["headers"])
-    return ik.Reply(response["status"], headers, data(response, "body", "body_hex", at))
+    return Reply(response["status"], tuple(headers), data(response, "body", "body_hex", at))
 
 
-def sent(handler: Any, at: str) -> Optional[ik.Reply]:
+def sent(handler: Any, at: str) -> Optional[Reply]:
     """What goes out when the core leaves the answer to the runner: the
     response as is, or the bare status of a raised error; None for "throws"."""
     if handler == "throws":
         return None
     if "raises" in handler:
-        return ik.Reply(handler["raises"], [], b"")
+        return Reply(handler["raises"], (), b"")
     return as_is(handler, at)
 
 
 class FailingStore:
     """A store that fails, before performing anything, the next ``claim``
     claim operations (insert, get) and the next ``finish`` other operations
-    (the finishing writes: complete, release) with the WIT ``store-error``
-    ``unavailable`` (unreachable) or ``failed`` (an error the store answered)."""
+    (the finishing writes: complete, release) by raising
+    :class:`intentkey.StoreError` ``unavailable`` (unreachable) or ``failed``
+    (an error the store answered)."""
 
-    def __init__(self, inner: ik.MemoryStore) -> None:
+    def __init__(self, inner: MemoryStore) -> None:
         self.inner = inner
         self.claim = 0
         self.finish = 0
         self.unavailable = True
+        self.raised: List[Tuple[str, str]] = []
 
     def arm(self, fails: Optional[Dict[str, Any]]) -> None:
         fails = fails or {"claim": 0, "finish": 0, "unavailable": True}
         self.claim, self.finish, self.unavailable = fails["claim"], fails["finish"], fails["unavailable"]
+        self.raised = []
 
     def _op(self, name: str, *args: Any) -> Any:
         budget = "claim" if name in CLAIM_OPS else "finish"
         if getattr(self, budget) > 0:
             setattr(self, budget, getattr(self, budget) - 1)
-            return ik.store_error("unavailable" if self.unavailable else "failed", INJECTED)
+            kind = "unavailable" if self.unavailable else "failed"
+            self.raised.append((name, kind))
+            raise StoreError(kind, INJECTED)
         return getattr(self.inner, name)(*args)
 
     def insert(self, record: Any) -> Any:
@@ -150,20 +152,23 @@ class FailingStore:
     def release(self, r: Any) -> Any:
         return self._op("release", r)
 
-    def list(self, status: str, limit: int) -> Any:
+    def list(self, status: Any, limit: int) -> Any:
         return self._op("list", status, limit)
 
     def purge(self, now: int) -> Any:
         return self._op("purge", now)
 
 
-Trace = Tuple[str, bool, ik.Reply, Optional[str], int]
+class Trace:
+    def __init__(self, kind: str, ran: bool, reply: Reply, finished: Optional[str], finish_retries: int,
+                 claim_failure: Optional[StoreError], finish_failures: List[StoreError],
+                 raised: List[Tuple[str, str]]) -> None:
+        self.kind, self.ran, self.reply, self.finished, self.finish_retries = kind, ran, reply, finished, finish_retries
+        self.claim_failure, self.finish_failures, self.raised = claim_failure, finish_failures, raised
 
 
-def run_step(endpoint: ik.Endpoint, guard: ik.Guard, header_name: str, step: Dict[str, Any],
-             at: str) -> Trace:
-    """One step (README, "HTTP vectors"): the serve flow does everything;
-    (kind, handler ran, reply, finished, finish retries)."""
+def run_step(endpoint: Endpoint, guard: Guard, header_name: str, step: Dict[str, Any], at: str) -> Trace:
+    """One step (README, "HTTP vectors"): the serve flow does everything."""
     now = step["now"]
     request = step["request"]
     headers = pairs(request["headers"])
@@ -177,13 +182,16 @@ def run_step(endpoint: ik.Endpoint, guard: ik.Guard, header_name: str, step: Dic
         if handler == "throws":
             raise RuntimeError("the vector's handler throws")
         if "raises" in handler:
-            return ik.Raised(handler["raises"])
+            return Raised(handler["raises"])
         return reply_as_sent
 
-    guard.store.arm(step.get("store_fails"))
-    served = endpoint.serve(guard, request["tenant"], request["method"], request["route"], key_values,
-                            content_type, body, now, run_handler, sleep=lambda _seconds: None)
-    kind = served.path
+    store = guard.store
+    assert isinstance(store, FailingStore)
+    store.arm(step.get("store_fails"))
+    served = endpoint.serve(guard, Request(request["tenant"], request["method"], request["route"], key_values,
+                                           content_type, body),
+                            run_handler, now=now, sleep=lambda _seconds: None)
+    kind = served.path.value
     if kind not in KINDS:
         raise AssertionError(f"the serve flow took an unknown path {kind!r}")
     ran = served.ran
@@ -200,22 +208,43 @@ def run_step(endpoint: ik.Endpoint, guard: ik.Guard, header_name: str, step: Dic
         raise AssertionError(f"the core gave no reply on path {kind}")
     else:
         reply = served.reply
-    return kind, ran, reply, served.finished, served.finish_retries
+    finished = None if served.finished is None else served.finished.value
+    return Trace(kind, ran, reply, finished, served.finish_retries, served.claim_failure,
+                 list(served.finish_failures), list(store.raised))
 
 
 def step_problems(step: Dict[str, Any], trace: Trace, at: str) -> List[str]:
-    kind, ran, reply, finished, finish_retries = trace
     expect = step["expect"]
     out = []
-    if kind != expect["kind"]:
-        out.append(f"path: want {expect['kind']}, got {kind}")
-    if ran != expect["ran"]:
-        out.append(f"handler ran: want {expect['ran']}, got {ran}")
-    out += reply_diff(expect, reply, at)
-    if finished != expect["finished"]:
-        out.append(f"finish: want {expect['finished']}, got {finished}")
-    if finish_retries != expect["finish_retries"]:
-        out.append(f"finish retries: want {expect['finish_retries']}, got {finish_retries}")
+    if trace.kind != expect["kind"]:
+        out.append(f"path: want {expect['kind']}, got {trace.kind}")
+    if trace.ran != expect["ran"]:
+        out.append(f"handler ran: want {expect['ran']}, got {trace.ran}")
+    out += reply_diff(expect, trace.reply, at)
+    if trace.finished != expect["finished"]:
+        out.append(f"finish: want {expect['finished']}, got {trace.finished}")
+    if trace.finish_retries != expect["finish_retries"]:
+        out.append(f"finish retries: want {expect['finish_retries']}, got {trace.finish_retries}")
+    # What the serve flow reports of the injected failures: one claim failure
+    # when a claim operation failed, one finish failure per failed finishing write.
+    fails = step.get("store_fails") or {"claim": 0, "finish": 0, "unavailable": True}
+    kind = "unavailable" if fails["unavailable"] else "failed"
+    claim_raised = [k for op, k in trace.raised if op in CLAIM_OPS]
+    finish_raised = [k for op, k in trace.raised if op not in CLAIM_OPS]
+    if claim_raised:
+        if trace.claim_failure is None:
+            out.append(f"claim failure: the store raised {len(claim_raised)} time(s), the serve flow reported none")
+        elif (trace.claim_failure.kind, trace.claim_failure.message) != (kind, INJECTED):
+            out.append(f"claim failure: want {kind} {INJECTED!r}, got {trace.claim_failure}")
+    elif trace.claim_failure is not None:
+        out.append(f"claim failure: none injected, got {trace.claim_failure}")
+    if fails["claim"] > 0 and not claim_raised:
+        out.append(f"claim failures: {fails['claim']} armed, none reached the store")
+    got_finish = [(f.kind, f.message) for f in trace.finish_failures]
+    if got_finish != [(kind, INJECTED)] * len(finish_raised):
+        out.append(f"finish failures: the store raised {len(finish_raised)}, the serve flow reported {got_finish}")
+    if expect["ran"] and len(finish_raised) != fails["finish"]:
+        out.append(f"finish failures: {fails['finish']} armed, {len(finish_raised)} reached the store")
     return out
 
 
@@ -229,52 +258,56 @@ class Report:
         self.counts[name][0] += 1
         self.counts[name][1] += passed
 
-    def summary(self, runtime: str) -> str:
+    def summary(self) -> str:
         parts = [f"{p}/{n} {name}" for name, (n, p) in self.counts.items()]
         parts[1] += f" ({self.handler_runs} handler runs)"
-        return f"{runtime}: http vectors: {', '.join(parts)} passed"
+        return f"python-wasmtime: http vectors: {', '.join(parts)} passed"
 
 
-def guarded(admission: ik.Admission) -> ik.Attempt:
-    if admission.tag != "guarded":
+def guarded(admission: Any) -> Any:
+    if admission.kind != "guarded":
         detail = f" with {admission.reply.status} {show(admission.reply.body)}" if admission.reply else ""
-        raise AssertionError(f"admitted {admission.tag}{detail}, want guarded")
+        raise AssertionError(f"admitted {admission.kind}{detail}, want guarded")
     return admission.attempt
+
+
+def run_case(secret: bytes, case: Dict[str, Any], report: Report) -> None:
+    name = case["name"]
+    before = len(report.failures)
+    endpoint = endpoint_of(secret, case["endpoint"])
+    guard = Guard(FailingStore(MemoryStore()), release_statuses=case["release_statuses"])
+    header_name = endpoint.header_name
+    if header_name != case["header_name"]:
+        report.failures.append(f"{name}: header-name: want {case['header_name']!r}, got {header_name!r}")
+    for i, step in enumerate(case["steps"]):
+        at = f"{name}#{i + 1}"
+        try:
+            trace = run_step(endpoint, guard, case["header_name"], step, at)
+            problems = step_problems(step, trace, at)
+            report.handler_runs += trace.ran
+        except Broken:
+            raise
+        except Exception as exc:  # a runtime error or a broken contract
+            problems = [f"{type(exc).__name__}: {exc}"]
+        report.tally("steps", not problems)
+        if problems:
+            report.failures.append(f"{at}: " + "\n    ".join(problems))
+    endpoint.close()
+    report.tally("cases", len(report.failures) == before)
 
 
 def run(doc: Dict[str, Any]) -> Report:
     secret = bytes.fromhex(doc["secret_hex"])
     report = Report()
     for case in doc["cases"]:
-        name = case["name"]
-        before = len(report.failures)
-        endpoint = endpoint_of(secret, case["endpoint"])
-        guard = ik.Guard(FailingStore(ik.MemoryStore()), release_statuses=case["release_statuses"])
-        header_name = endpoint.header_name()
-        if header_name != case["header_name"]:
-            report.failures.append(f"{name}: header-name: want {case['header_name']!r}, got {header_name!r}")
-        for i, step in enumerate(case["steps"]):
-            at = f"{name}#{i + 1}"
-            try:
-                trace = run_step(endpoint, guard, case["header_name"], step, at)
-                problems = step_problems(step, trace, at)
-                report.handler_runs += trace[1]
-            except Broken:
-                raise
-            except Exception as exc:  # a runtime error or a broken contract
-                problems = [f"{type(exc).__name__}: {exc}"]
-            report.tally("steps", not problems)
-            if problems:
-                report.failures.append(f"{at}: " + "\n    ".join(problems))
-        endpoint.close()
-        report.tally("cases", len(report.failures) == before)
+        run_case(secret, case, report)
 
     for i, f in enumerate(doc["fingerprints"]):
         at = f"fingerprints[{i}] ({f['comment']})"
         try:
             endpoint = endpoint_of(secret, {**DEFAULTS, "profile": "stripe", "policies": f["policies"]})
-            a = guarded(endpoint.admit(f["tenant"], f["method"], f["route"], [PROBE_KEY], f["content_type"],
-                                       data(f, "body", "body_hex", at), 0))
+            a = guarded(endpoint.admit(Request(f["tenant"], f["method"], f["route"], [PROBE_KEY], f["content_type"],
+                                               data(f, "body", "body_hex", at)), now=0))
             endpoint.close()
             problems = []
             if a.fingerprint != f["fingerprint"]:
@@ -291,7 +324,8 @@ def run(doc: Dict[str, Any]) -> Report:
         at = f"storage_keys[{i}] ({s['comment']})"
         try:
             endpoint = endpoint_of(secret, {**DEFAULTS, "profile": s["profile"]})
-            a = guarded(endpoint.admit(s["tenant"], "POST", STORAGE_KEY_ROUTE, [s["header_value"]], None, b"", 0))
+            a = guarded(endpoint.admit(Request(s["tenant"], "POST", STORAGE_KEY_ROUTE, [s["header_value"]], None, b""),
+                                       now=0))
             endpoint.close()
             problems = [] if a.key == s["storage_key"] else [f"storage key: want {s['storage_key']}, got {a.key}"]
         except Exception as exc:
@@ -300,8 +334,11 @@ def run(doc: Dict[str, Any]) -> Report:
         if problems:
             report.failures.append(f"{at}: " + "; ".join(problems))
 
-    calls: Dict[str, Callable[[ik.Endpoint, int], ik.Reply]] = {
-        "too-large": ik.Endpoint.too_large, "unavailable": ik.Endpoint.unavailable, "failed": ik.Endpoint.failed}
+    calls: Dict[str, Callable[[Endpoint, int], Reply]] = {
+        "too-large": lambda e, now: e.too_large(now=now),
+        "unavailable": lambda e, now: e.unavailable(now=now),
+        "failed": lambda e, now: e.failed(now=now),
+    }
     for i, a in enumerate(doc["endpoint_answers"]):
         at = f"endpoint_answers[{i}] ({a['comment']})"
         try:
@@ -381,43 +418,47 @@ def canary(doc: Dict[str, Any]) -> List[str]:
     report = run(altered)
     problems = []
     if len(report.failures) != 5:
-        problems.append(f"the canary run on 5 altered vectors reported {len(report.failures)} failures")
+        problems.append(f"the canary run on 5 altered vectors reported {len(report.failures)} failures: {report.failures}")
     if report.counts["cases"][1] != 0 or report.counts["fingerprints"][1] != 0:
         problems.append("the canary run passed an altered case or fingerprint")
     return problems
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--vectors", default=os.path.join(REPO, "tests", "vectors", "http", "http_test.json"))
-    parser.add_argument("--component", default=None, help="dist/intentkey.wasm by default")
-    args = parser.parse_args()
-    if args.component:
-        ik.load(args.component)
-    with open(args.vectors, encoding="utf-8") as f:
-        doc = json.load(f)
-    try:
-        lint(doc)
-    except (Broken, KeyError, TypeError) as exc:
-        print(f"python-wasmtime-http: {args.vectors} is malformed: {exc}", file=sys.stderr)
-        return 2
-    started = time.perf_counter()
-    report = run(doc)
-    elapsed = time.perf_counter() - started
-    for failure in report.failures:
-        print("FAIL", failure)
-    expected_runs = sum(s["expect"]["ran"] for c in doc["cases"] for s in c["steps"])
-    if report.handler_runs != expected_runs and not report.failures:
-        report.failures.append(f"the handler ran {report.handler_runs} times, the vectors say {expected_runs}")
-    canary_problems = canary(doc)
-    for problem in canary_problems:
-        print("FAIL canary:", problem)
-    print(report.summary("python-wasmtime") + f" in {elapsed:.2f} s")
-    total = sum(n for name, (n, _) in report.counts.items() if name != "cases")
-    failed = len(report.failures) + len(canary_problems)
-    print(f"python-wasmtime-http: {total - len(report.failures)} passed, {failed} failed")
-    return 0 if failed == 0 and total > 0 else 1
+DOC: Dict[str, Any] = json.loads(HTTP_VECTORS.read_text(encoding="utf-8"))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def test_the_file_lints_and_holds_every_vector() -> None:
+    lint(DOC)
+    for name, want in TOTALS.items():
+        assert DOC[name] == want, f"{name}: the file says {DOC[name]}, the repository holds {want}"
+
+
+@pytest.mark.parametrize("case", DOC["cases"], ids=[c["name"] for c in DOC["cases"]])
+def test_case(case: Dict[str, Any]) -> None:
+    report = Report()
+    run_case(bytes.fromhex(DOC["secret_hex"]), case, report)
+    assert not report.failures, "\n".join(report.failures)
+    assert report.counts["steps"] == [len(case["steps"]), len(case["steps"])]
+
+
+def test_every_list_passes_with_the_expected_totals(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run(DOC)
+    with capsys.disabled():
+        print("\n" + report.summary())
+    assert not report.failures, "\n".join(report.failures)
+    assert report.counts == {
+        "cases": [36, 36], "steps": [192, 192], "fingerprints": [23, 23], "storage keys": [12, 12],
+        "endpoint answers": [9, 9]}
+    expected_runs = sum(s["expect"]["ran"] for c in DOC["cases"] for s in c["steps"])
+    assert report.handler_runs == expected_runs, f"the handler ran {report.handler_runs} times, the vectors say {expected_runs}"
+
+
+def test_store_failures_are_injected_by_some_steps() -> None:
+    """The failure-injecting store is exercised: claims and finishing writes, both kinds."""
+    fails = [s["store_fails"] for c in DOC["cases"] for s in c["steps"] if s.get("store_fails")]
+    assert any(f["claim"] > 0 for f in fails) and any(f["finish"] > 0 for f in fails)
+    assert {f["unavailable"] for f in fails} == {True, False}
+
+
+def test_canary_altered_vectors_are_reported() -> None:
+    assert canary(DOC) == []
