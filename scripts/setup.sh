@@ -20,8 +20,8 @@ rustup toolchain install nightly --profile minimal >/dev/null
 cargo install --locked --quiet cargo-fuzz --version 0.13.2
 cargo install --locked --quiet cargo-deny --version 0.20.2
 
-say "Python: wasmtime for py/"
-python3 -m pip install --quiet --disable-pip-version-check -r py/requirements.txt
+say "Python: venv and ensurepip (scripts/test-py.sh installs py/requirements-dev.txt into its own virtualenv)"
+python3 -c 'import venv, ensurepip' || { echo "setup: python3 lacks venv/ensurepip (Debian: apt-get install python3-venv)" >&2; exit 1; }
 
 say "Chromium (Debian's) for the browser test"
 if ! command -v chromium >/dev/null; then

@@ -42,10 +42,8 @@ step "Rust tests (unit, doc, property, golden vectors native and wasmtime, CLI, 
     logged rust-tests cargo test --workspace --exclude intentkey-component --locked
 step "vectors match their generator and the oracle" logged vectors python3 tests/vectors/generate.py --check
 step "differential against the oracle" logged differential python3 tests/differential.py --bin "$target_dir/debug/intentkey" --cases 20000
-step "golden vectors in Python (wasmtime-py)" python3 py/run_vectors.py
-step "the claim flow from Python (memory store through the component's import)" python3 py/test_guard.py
-step "a keyring from Python (the secret of each intent's epoch)" python3 py/test_keyring.py
-step "HTTP conformance vectors in Python (the component's http endpoint and guard)" python3 py/run_http_vectors.py
+step "Python package: the wheel (pure, both components, py.typed) in a fresh virtualenv, mypy --strict, pytest on the installed wheel (892 golden vectors, 36 HTTP cases/192 steps, guard, keyring, CLI and demo, stores on SQLite, PostgreSQL and Redis shared with Node and Rust, ASGI/WSGI middleware with httpx and Stripe's SDK, the journal and the openai agent, Celery kill trials on RabbitMQ, a virtualenv with only the wheel)" \
+    logged python-tests env INTENTKEY_BIN="$target_dir/debug/intentkey" bash scripts/test-py.sh
 step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg, SQLite and Redis, BullMQ and pg-boss kill trials, the journal and the openai agent loop)" logged node-tests bash -c "cd js && npm test"
 step "golden vectors in headless Chromium" bash -c "cd js && npm run test:browser"
 step "the packed npm package in Bun (key and HTTP vectors, intentkey/fetch)" logged bun bash -c "cd js && npm run -s test:bun"

@@ -10,7 +10,7 @@
 //! the top-level `fingerprints`, `storage_keys` and `endpoint_answers`
 //! lists through the endpoint.
 //!
-//! The Python (`py/run_http_vectors.py`) and JavaScript
+//! The Python (`py/tests/test_http_vectors.py`) and JavaScript
 //! (`js/test/http-vector-runner.js`) runners implement the same pipeline.
 
 use std::fmt::{self, Write as _};
