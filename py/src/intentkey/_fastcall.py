@@ -216,10 +216,11 @@ class Lowered(Record):
         self.__dict__ = rec.__dict__
         self._c: Any = None
 
-    def __del__(self) -> None:
+    def __del__(self, _delete: Any = _val_delete, _byref: Any = byref) -> None:
+        # (the C functions bound as defaults: at interpreter exit the module's globals may be gone)
         c, self._c = getattr(self, "_c", None), None
         if c is not None:
-            _val_delete(byref(c))
+            _delete(_byref(c))
 
 
 def _lower_record(ty: RecordType) -> Lower:
