@@ -13,6 +13,10 @@ imports:
 * ``gateway.ask``: the destination look-up a recovery was given.
 
 One ``Store`` and one instance are reused across calls, serialized by a lock.
+With the pinned wasmtime-py (``PINNED_WASMTIME``), exports and imports run
+through converters compiled once per function type (:mod:`intentkey._fastcall`,
+:mod:`intentkey._fasthost`); any other wasmtime-py version, or
+``INTENTKEY_FASTPATH=0``, runs through plain wasmtime-py.
 A call that traps (or an import that fails) discards the instance: the call
 raises :class:`IntentkeyTrap` and the next one instantiates afresh; live
 keyers and endpoints re-create their guest resource. Every call runs with a
@@ -21,6 +25,8 @@ fuel budget, so a runaway guest traps instead of hanging the process.
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import itertools
 import os
 import threading
@@ -67,6 +73,9 @@ _RANDOM = f"intentkey:core/random@{WIT_VERSION}"
 _STORE = f"intentkey:core/store@{WIT_VERSION}"
 _GATEWAY = f"intentkey:core/gateway@{WIT_VERSION}"
 
+#: The wasmtime-py release the compiled call path (:mod:`intentkey._fastcall`) is written for.
+PINNED_WASMTIME = "50.0.1"
+
 _WASM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wasm")
 
 
@@ -96,6 +105,35 @@ def _option_classes(self: Any, s: Any) -> None:
 
 
 _wasmtime_types.VariantLikeType.add_classes = _option_classes  # type: ignore[method-assign]
+
+
+# -- the compiled call path -------------------------------------------------------
+
+def fastpath_supported() -> bool:
+    """Whether calls may run through the compiled converters: the pinned
+    wasmtime-py, and ``INTENTKEY_FASTPATH`` not ``0``."""
+    if os.environ.get("INTENTKEY_FASTPATH", "1") == "0":
+        return False
+    return _pinned_wasmtime()
+
+
+@functools.lru_cache(maxsize=None)
+def _pinned_wasmtime() -> bool:
+    try:
+        if importlib.metadata.version("wasmtime") != PINNED_WASMTIME:
+            return False
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    try:
+        from . import _fastcall, _fasthost  # noqa: F401
+    except Exception:  # wasmtime-py internals not as expected: plain wasmtime-py
+        return False
+    return True
+
+
+def _lowered(rec: Record) -> Record:
+    from ._fastcall import Lowered
+    return Lowered(rec)
 
 
 # -- results ------------------------------------------------------------------
@@ -348,13 +386,27 @@ _STORE_OPS: Dict[str, Tuple[Callable[..., Any], Callable[[Any], Any]]] = {
 }
 
 
-def perform(store: Any, op: str, args: Sequence[Any]) -> Any:
-    """Runs one WIT store operation on a store of the public protocol."""
-    into, out = _STORE_OPS[op]
+def perform(store: Any, op: str, args: Sequence[Any], lowered: bool = False) -> Any:
+    """Runs one WIT store operation on a store of the public protocol.
+
+    A store with ``_wit_get(key, convert)`` (:class:`intentkey.MemoryStore`)
+    answers ``get`` with a converted record it keeps per (immutable) stored
+    record; with `lowered`, records are converted into kept C values."""
     try:
+        if op == "get":
+            cached_get = getattr(store, "_wit_get", None)
+            if cached_get is not None:
+                return cached_get(args[0], _stored_lowered if lowered else stored_to_wit)
+            found = store.get(args[0])
+            return None if found is None else stored_to_wit(found)
+        into, out = _STORE_OPS[op]
         return out(getattr(store, op)(*into(*args)))
     except StoreError as e:
         return store_error_to_wit(e)
+
+
+def _stored_lowered(r: StoredRecord) -> Record:
+    return _lowered(stored_to_wit(r))
 
 
 # -- the runtime ----------------------------------------------------------------------
@@ -363,8 +415,10 @@ class Runtime:
     """One compiled component plus the store and instance that run it."""
 
     def __init__(self, world: str = "intentkey", path: Optional[str] = None,
-                 fuel_per_call: Optional[int] = DEFAULT_FUEL_PER_CALL):
+                 fuel_per_call: Optional[int] = DEFAULT_FUEL_PER_CALL, fastpath: Optional[bool] = None):
         self.world = world
+        #: Calls run through the compiled converters (see :func:`fastpath_supported`).
+        self.fastpath = fastpath_supported() if fastpath is None else bool(fastpath) and _pinned_wasmtime()
         self.path = path or component_path(world)
         if not os.path.exists(self.path):
             raise IntentkeyError(
@@ -392,17 +446,20 @@ class Runtime:
         self._ids = itertools.count(1)
         self.lock = threading.RLock()
         self._linker = Linker(self._engine)
+        add: Callable[[Any, str, Callable[..., Any]], None] = _plain_add_func
+        if self.fastpath:
+            from ._fasthost import add_func as add
         with self._linker.root() as root:
             with root.add_instance(_SECRETS) as secrets:
-                secrets.add_func("get-secret", self._get_secret)
+                add(secrets, "get-secret", self._get_secret)
             with root.add_instance(_RANDOM) as random:
-                random.add_func("random-bytes", self._random_bytes)
+                add(random, "random-bytes", self._random_bytes)
             if world == "intentkey":
                 with root.add_instance(_STORE) as store:
                     for op in _STORE_OPS:
-                        store.add_func(op, self._store_op(op))
+                        add(store, op, self._store_op(op))
                 with root.add_instance(_GATEWAY) as gateway:
-                    gateway.add_func("ask", self._ask)
+                    add(gateway, "ask", self._ask)
         self.generation = 0
         self._store: Optional[Store] = None
         self._funcs: Dict[Tuple[str, str], Any] = {}
@@ -424,11 +481,13 @@ class Runtime:
         return os.urandom(length)
 
     def _store_op(self, op: str) -> Callable[..., Any]:
+        lowered = self.fastpath
+
         def run(_store: Any, *args: Any) -> Any:
             active = self._active_store
             if active is None:
                 raise RuntimeError(f"the component asked for store.{op} outside a guard call")
-            return perform(active, op, args)
+            return perform(active, op, args, lowered)
 
         return run
 
@@ -467,6 +526,9 @@ class Runtime:
             func = None if index is None else self._instance.get_func(self._store, index)
             if func is None:
                 raise IntentkeyTrap(f"the component {self.path} lacks {iface} {name}")
+            if self.fastpath:
+                from ._fastcall import CompiledFunc
+                func = CompiledFunc(func, self._store, name)  # its type read once per instance
             self._funcs[(iface, name)] = func
         return func
 
@@ -542,6 +604,16 @@ class Runtime:
         finally:
             for secret_id in ids:
                 self._secrets.pop(secret_id, None)
+
+
+def _plain_add_func(instance: Any, name: str, func: Callable[..., Any]) -> None:
+    instance.add_func(name, func)
+
+
+def lowered(rec: Record) -> Record:
+    """`rec` (never mutated afterwards) lowered once and reused by the
+    compiled path; as is otherwise."""
+    return _lowered(rec) if fastpath_supported() else rec
 
 
 class GuestResource:

@@ -99,6 +99,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.records: Dict[str, StoredRecord] = {}
+        self._wit: Dict[str, Any] = {}  # key -> (record, its conversion for the component)
 
     def _fenced(self, key: str, token: str) -> Optional[StoredRecord]:
         rec = self.records.get(key)
@@ -111,6 +112,19 @@ class MemoryStore:
 
     def get(self, key: str) -> Optional[StoredRecord]:
         return self.records.get(key)
+
+    def _wit_get(self, key: str, convert: Callable[[StoredRecord], Any]) -> Any:
+        # get() as the component's store import answers it: each stored record
+        # (immutable) is converted once and the conversion kept with its key.
+        rec = self.get(key)
+        if rec is None:
+            return None
+        kept = self._wit.get(key)
+        if kept is None or kept[0] is not rec:
+            if len(self._wit) > len(self.records):  # records removed behind the store's back
+                self._wit = {k: v for k, v in self._wit.items() if self.records.get(k) is v[0]}
+            kept = self._wit[key] = (rec, convert(rec))
+        return kept[1]
 
     def complete(self, completion: Completion) -> bool:
         rec = self._fenced(completion.key, completion.owner_token)
@@ -135,6 +149,7 @@ class MemoryStore:
         if self._fenced(request.key, request.owner_token) is None:
             return False
         del self.records[request.key]
+        self._wit.pop(request.key, None)
         return True
 
     def list(self, status: Status, limit: int) -> List[StoredRecord]:
@@ -146,6 +161,7 @@ class MemoryStore:
         gone = [k for k, r in self.records.items() if r.status is Status.DONE and r.expires_at is not None and r.expires_at <= now]
         for key in gone:
             del self.records[key]
+            self._wit.pop(key, None)
         return len(gone)
 
 
@@ -230,8 +246,9 @@ class Guard:
             "stale_after_seconds", stale_after_seconds)
         self._clock = clock
         self._rt = b.runtime()
-        self._wit_rules = b.record(ttl_seconds=self.rules.ttl_seconds, release_statuses=list(self.rules.release_statuses),
-                                   fast_completion=self.rules.fast_completion)
+        self._wit_rules = b.lowered(b.record(ttl_seconds=self.rules.ttl_seconds,
+                                             release_statuses=list(self.rules.release_statuses),
+                                             fast_completion=self.rules.fast_completion))
 
     def now(self, now: Optional[int] = None) -> int:
         return int(self._clock()) if now is None else b.s64("now", now)
