@@ -6,8 +6,8 @@ redelivered, and a producer that re-enqueues the same intent sends a message
 with a new task id. :func:`once` keys each delivery by its *intent* (a recorded
 intent id in the task's keyword arguments, or the payload under the keyer's
 policy), never by the Celery task id, and runs the effect through the core's
-run flow (:meth:`intentkey.aio.AsyncGuard.run`, which serves the recovery's
-look-up; a synchronous :class:`intentkey.Guard`'s store is driven through it):
+run flow (:meth:`intentkey.Guard.run` over a store every worker shares, or
+:meth:`intentkey.aio.AsyncGuard.run`; either serves the recovery's look-up):
 
 * the intent is new: the effect runs, its JSON result is stored, the task
   returns it;
@@ -291,66 +291,25 @@ def once(*, guard: Union[Guard, AsyncGuard], keyer: Keyer, intent: Optional[Inte
     return decorate
 
 
-class _SyncStoreAsAsync:
-    """A synchronous store as the asynchronous store protocol: each operation
-    runs at once and never suspends."""
-
-    def __init__(self, store: Any):
-        self._store = store
-
-    async def insert(self, record: Any) -> bool:
-        return bool(self._store.insert(record))
-
-    async def get(self, key: str) -> Any:
-        return self._store.get(key)
-
-    async def complete(self, completion: Any) -> bool:
-        return bool(self._store.complete(completion))
-
-    async def replace(self, replacement: Any) -> bool:
-        return bool(self._store.replace(replacement))
-
-    async def release(self, request: Any) -> bool:
-        return bool(self._store.release(request))
-
-    async def list(self, status: Any, limit: int) -> Any:
-        return self._store.list(status, limit)
-
-    async def purge(self, now: int) -> int:
-        return int(self._store.purge(now))
-
-
 class _Runner:
-    """The core's run flow over the guard's store. A synchronous guard's flow is
-    driven to its end in this thread (nothing in it suspends); an asynchronous
-    guard's runs in its own event loop (a Celery task is synchronous)."""
+    """The core's run flow over the guard's store: a synchronous guard drives
+    it in this thread (its store serves the component's import); an
+    asynchronous guard's runs in an event loop of its own (a Celery task is
+    synchronous)."""
 
     def __init__(self, guard: Union[Guard, AsyncGuard]):
-        self.sync = isinstance(guard, Guard)
-        if isinstance(guard, Guard):
-            self.guard = AsyncGuard(
-                _SyncStoreAsAsync(guard.store), ttl_seconds=guard.rules.ttl_seconds,
-                release_statuses=guard.rules.release_statuses, stale_after_seconds=guard.stale_after_seconds,
-                fast_completion=guard.rules.fast_completion, clock=guard.now)
-        else:
-            self.guard = guard
+        self.guard = guard
 
     def now(self) -> int:
         return self.guard.now()
 
     def run(self, attempt: Attempt, effect: Callable[[str], Any], lookup: Callable[[str], Lookup],
             read_your_writes: bool) -> RunResult:
-        coro = self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes)
-        if not self.sync:
-            return asyncio.run(coro)
-        try:
-            coro.send(None)
-        except StopIteration as done:
-            result: RunResult = done.value
-            return result
-        coro.close()
-        raise IntentkeyError("invalid-argument", "guard",
-                             "the guard's synchronous store suspended: give an intentkey.aio.AsyncGuard for an async store")
+        if isinstance(self.guard, Guard):
+            return self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes)
+        result: RunResult = asyncio.run(
+            self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes))
+        return result
 
 
 class _Delivery:
