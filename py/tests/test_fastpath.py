@@ -8,7 +8,6 @@ import contextlib
 import importlib.metadata
 import json
 import os
-import gc
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
@@ -95,7 +94,6 @@ def test_golden_vectors_sample(runtimes: Dict[str, Dict[str, b.Runtime]]) -> Non
         return out
 
     results = both(runtimes, run)
-    refused = 0
     for t, r in zip(tests, results):
         if t["result"] == "valid":
             assert r == ("ok", t["key"]), t["tcId"]

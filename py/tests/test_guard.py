@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, List
 
-import pytest
 
 import intentkey
 from intentkey import (

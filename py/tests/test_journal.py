@@ -7,7 +7,6 @@ when left in flight. Sync (Guard over MemoryStore) and async (AsyncGuard)."""
 import asyncio
 import hashlib
 import hmac
-import json
 
 import pytest
 

@@ -1,6 +1,5 @@
 """intentkey.wsgi.IdempotencyMiddleware: a Flask app under werkzeug's server on a real port, hit by httpx."""
 
-import json
 import threading
 import time
 

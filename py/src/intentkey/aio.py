@@ -34,15 +34,13 @@ from wasmtime.component import Variant
 
 from . import _binding as b
 from .claims import (
+    GuardBase,
     MemoryStore,
     RunResult,
     claim_from_wit,
-    default_rules,
-    default_stale_after_seconds,
     effect_result,
     recovery_from_wit,
     run_result,
-    Rules,
 )
 from .errors import IntentkeyError, IntentkeyTrap
 from .http import Endpoint, Raised, Request, Served, _run_handler, served_from_wit
@@ -204,28 +202,15 @@ async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
         flow.close()
 
 
-class AsyncGuard:
+class AsyncGuard(GuardBase):
     """:class:`intentkey.Guard` over an asynchronous store."""
 
     def __init__(self, store: AsyncStore, *, ttl_seconds: Optional[int] = None,
                  release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
                  fast_completion: bool = False, clock: Callable[[], float] = time.time):
-        defaults = default_rules()
+        super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
+                         stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock)
         self.store = store
-        self.rules = Rules(
-            defaults.ttl_seconds if ttl_seconds is None else b.s64("ttl_seconds", ttl_seconds),
-            defaults.release_statuses if release_statuses is None else tuple(int(s) for s in release_statuses),
-            bool(fast_completion),
-        )
-        self.stale_after_seconds = default_stale_after_seconds() if stale_after_seconds is None else b.s64(
-            "stale_after_seconds", stale_after_seconds)
-        self._clock = clock
-        self._rt = b.runtime()
-        self._wit_rules = b.record(ttl_seconds=self.rules.ttl_seconds, release_statuses=list(self.rules.release_statuses),
-                                   fast_completion=self.rules.fast_completion)
-
-    def now(self, now: Optional[int] = None) -> int:
-        return int(self._clock()) if now is None else b.s64("now", now)
 
     def _flow(self, name: str, *args: Any) -> Flow:
         rt = self._rt
@@ -249,17 +234,13 @@ class AsyncGuard:
             b.effect_to_wit(result), self.now(now), self._wit_rules)))
         return Finished(_output(await drive(flow, self.store), "finished"))
 
-    def _recovery_rules(self, read_your_writes: bool) -> Any:
-        return b.record(stale_after=self.stale_after_seconds, read_your_writes=bool(read_your_writes),
-                        ttl_seconds=self.rules.ttl_seconds)
-
     async def recover(self, key: str, lookup: AsyncLookup, *, read_your_writes: bool = False,
                       now: Optional[int] = None) -> Recovery:
         """As :meth:`intentkey.Guard.recover`; `lookup` may be a coroutine function."""
         token = self._token()
         flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
             b.FLOWS, "[static]flow.recover", b.text("key", key), token, self.now(now),
-            self._recovery_rules(read_your_writes))))
+            self.recovery_rules(read_your_writes))))
         return recovery_from_wit(_output(await drive(flow, self.store, lookup), "recovered"), token)
 
     async def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
@@ -276,7 +257,9 @@ class AsyncGuard:
     async def run(self, attempt: Attempt, effect: Callable[[str], Any], *, lookup: Optional[AsyncLookup] = None,
                   read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect") -> RunResult:
         """As :meth:`intentkey.Guard.run`; `effect` and `lookup` may be coroutine functions."""
-        recovery = None if lookup is None else self._recovery_rules(read_your_writes)
+        if kind not in ("effect", "step", "tool-call"):
+            raise IntentkeyError("invalid-argument", "kind", f"kind is effect, step or tool-call, not {kind!r}")
+        recovery = None if lookup is None else self.recovery_rules(read_your_writes)
         spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
                         now=self.now(now))
         flow = self._flow("run", spec, os.urandom(16))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 try:
     from typing import Protocol
@@ -52,7 +52,6 @@ from .types import (
     Response,
     Status,
     StoredRecord,
-    StoreError,
 )
 
 __all__ = ["Guard", "MemoryStore", "RunResult", "Store", "default_rules"]
@@ -228,15 +227,15 @@ def effect_result(value: Any) -> EffectResult:
                          f"an effect returns a Response or an EffectResult, not {type(value).__name__}")
 
 
-class Guard:
-    """Runs effects at most once per key over a synchronous `store`, through
-    the core's flows. Times are whole seconds; ``now=None`` reads ``clock()``."""
+class GuardBase:
+    """What a guard holds besides its store: the rules it finishes by, how
+    long a claim runs before recovery may ask, the clock (shared by
+    :class:`Guard` and :class:`intentkey.aio.AsyncGuard`)."""
 
-    def __init__(self, store: Store, *, ttl_seconds: Optional[int] = None,
-                 release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
-                 fast_completion: bool = False, clock: Callable[[], float] = time.time):
+    def __init__(self, *, ttl_seconds: Optional[int] = None, release_statuses: Optional[Sequence[int]] = None,
+                 stale_after_seconds: Optional[int] = None, fast_completion: bool = False,
+                 clock: Callable[[], float] = time.time):
         defaults = default_rules()
-        self.store = store
         self.rules = Rules(
             defaults.ttl_seconds if ttl_seconds is None else b.s64("ttl_seconds", ttl_seconds),
             defaults.release_statuses if release_statuses is None else tuple(int(s) for s in release_statuses),
@@ -251,7 +250,24 @@ class Guard:
                                              fast_completion=self.rules.fast_completion))
 
     def now(self, now: Optional[int] = None) -> int:
+        """`now` checked, or the clock's time in whole seconds."""
         return int(self._clock()) if now is None else b.s64("now", now)
+
+    def recovery_rules(self, read_your_writes: bool) -> Any:
+        return b.record(stale_after=self.stale_after_seconds, read_your_writes=bool(read_your_writes),
+                        ttl_seconds=self.rules.ttl_seconds)
+
+
+class Guard(GuardBase):
+    """Runs effects at most once per key over a synchronous `store`, through
+    the core's flows. Times are whole seconds; ``now=None`` reads ``clock()``."""
+
+    def __init__(self, store: Store, *, ttl_seconds: Optional[int] = None,
+                 release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
+                 fast_completion: bool = False, clock: Callable[[], float] = time.time):
+        super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
+                         stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock)
+        self.store = store
 
     def _call(self, name: str, *args: Any, lookup: Optional[Callable[[str], Lookup]] = None) -> Any:
         return self._rt.call_with(self.store, lookup, b.GUARD, name, *args)
@@ -270,10 +286,6 @@ class Guard:
         answer = self._call("finish", b.text("key", key), b.text("owner_token", owner_token),
                             b.effect_to_wit(result), self.now(now), self._wit_rules)
         return Finished(b.unwrap(answer))
-
-    def recovery_rules(self, read_your_writes: bool) -> Any:
-        return b.record(stale_after=self.stale_after_seconds, read_your_writes=bool(read_your_writes),
-                        ttl_seconds=self.rules.ttl_seconds)
 
     def recover(self, key: str, lookup: Callable[[str], Lookup], *, read_your_writes: bool = False,
                 now: Optional[int] = None) -> Recovery:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
 from .. import schema as sch
 from ..errors import IntentkeyError
