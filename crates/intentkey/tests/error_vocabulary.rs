@@ -391,13 +391,13 @@ fn the_ts_reader_takes_literals_and_refuses_an_open_union() {
 
 #[test]
 fn the_python_reader_takes_literals() {
-    let py = "ERROR_CODES = frozenset({\n    \"secret-too-short\",  # first\n    'invalid-json',\n})\nOTHER = {'x'}";
+    let py = "ErrorCode = Literal[\n    \"secret-too-short\",  # first\n    'invalid-json',\n]\nOTHER = ['x']";
     let codes = py_codes(py).unwrap();
     assert_eq!(
         codes.into_iter().collect::<Vec<_>>(),
         ["invalid-json", "secret-too-short"]
     );
-    assert!(py_codes("ERROR_CODES = frozenset({'a', CODE})").is_err());
+    assert!(py_codes("ErrorCode = Literal['a', CODE]").is_err());
     assert!(py_codes("CODES = ['a']").is_err());
 }
 

@@ -115,9 +115,7 @@ fn build_one(file: &str, features: &[&str], world: &str) -> Result<(), String> {
     let py_dir = workspace_root().join("py/src/intentkey/wasm");
     std::fs::create_dir_all(&py_dir)
         .and_then(|()| std::fs::write(py_dir.join(format!(".{file}.partial")), &component))
-        .and_then(|()| {
-            std::fs::rename(py_dir.join(format!(".{file}.partial")), py_dir.join(file))
-        })
+        .and_then(|()| std::fs::rename(py_dir.join(format!(".{file}.partial")), py_dir.join(file)))
         .map_err(|e| format!("cannot write {}: {e}", py_dir.join(file).display()))?;
     println!(
         "built dist/{file} and py/src/intentkey/wasm/{file} (world {world}): {} bytes (core module {} bytes); imports: {}",
