@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, Callable, List
 
 
+import pytest
+
 import intentkey
 from intentkey import (
     Absent, Answered, Attempt, ClaimState, Failed, Finished, Found, Guard, IntentkeyError, MemoryStore, RecoveryState,
@@ -191,3 +193,64 @@ class TestServe:
         # Refused as a failure: nothing is stored as an answer, the record stays in flight.
         assert (served.path, served.reply.status, served.finished) == (ServePath.FAILED, 500, Finished.LEFT_IN_FLIGHT)
         assert [r.status for r in guard.store.records.values()] == [Status.IN_FLIGHT]  # type: ignore[attr-defined]
+
+
+def test_a_sync_guard_refuses_an_asynchronous_store() -> None:
+    from intentkey.aio import AsyncMemoryStore
+
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        intentkey.Guard(AsyncMemoryStore())  # type: ignore[arg-type]
+    assert (e.value.code, e.value.field) == ("invalid-argument", "store")
+
+    class Sneaky(intentkey.MemoryStore):
+        async def complete(self, completion):  # type: ignore[override]
+            return True  # a coroutine is truthy: it must never count as written
+
+    guard = intentkey.Guard(Sneaky())
+    attempt = intentkey.Attempt("k-sneaky", "fp", "t", "a")
+    claim = guard.claim(attempt, now=1_700_000_000)
+    with pytest.raises(intentkey.IntentkeyError):
+        guard.finish("k-sneaky", claim.owner_token, intentkey.Answered(intentkey.Response.json(201, "{}")),
+                     now=1_700_000_001)
+    assert guard.store.records["k-sneaky"].status is intentkey.Status.IN_FLIGHT
+
+
+def test_integers_are_never_wrapped() -> None:
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        intentkey.Guard(intentkey.MemoryStore(), release_statuses=[70000])
+    assert e.value.field == "release_statuses"
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        intentkey.http.Endpoint(secret=b"s" * 32, retry_after_seconds=2**32 + 5)
+    assert e.value.field == "retry_after_seconds"
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        intentkey.Guard(intentkey.MemoryStore()).due(limit=2**32 + 1, now=1)
+    assert e.value.field == "limit"
+    guard = intentkey.Guard(intentkey.MemoryStore())
+    claim = guard.claim(intentkey.Attempt("k-int", "fp", "t", "a"), now=1)
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        guard.finish("k-int", claim.owner_token, intentkey.Answered(intentkey.Response(70_000, b"")), now=2)
+    assert e.value.field == "status"
+
+
+def test_a_closed_keyer_is_closed() -> None:
+    keyer = intentkey.Keyer(secret=b"c" * 32)
+    key = keyer.intent_key("t", "i")
+    keyer.close()
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        keyer.intent_key("t", "i")
+    assert e.value.code == "invalid-argument" and "closed" in e.value.message
+    assert intentkey.Keyer(secret=b"c" * 32).intent_key("t", "i") == key
+
+
+def test_a_request_of_the_wrong_shape_is_refused_by_name() -> None:
+    endpoint = intentkey.http.Endpoint(secret=b"s" * 32)
+    guard = intentkey.Guard(intentkey.MemoryStore())
+    for request, field in (
+        (intentkey.http.Request("t", "POST", "/x", "abc", None, b""), "key_values"),  # type: ignore[arg-type]
+        (intentkey.http.Request("t", "POST", "/x", ["k"], None, 5), "body"),  # type: ignore[arg-type]
+        (intentkey.http.Request("t", "POST", "/x", ["k"], 7, b""), "content_type"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(intentkey.IntentkeyError) as e:
+            endpoint.serve(guard, request, lambda key: intentkey.Reply(200))
+        assert (e.value.code, e.value.field) == ("invalid-argument", field)
+    assert guard.store.records == {}

@@ -225,8 +225,9 @@ def test_journal_options_are_checked(keyer):
     with pytest.raises(intentkey.IntentkeyError) as e:
         Journal(guard, keyer, run=("acme", "r", T0))
     assert e.value.field == "run"
-    with pytest.raises(TypeError, match="max_output"):
+    with pytest.raises(intentkey.IntentkeyError) as e:
         Journal(guard, keyer, run=RUN, max_output=3)
+    assert (e.value.code, e.value.field) == ("invalid-argument", "max_output")
     with pytest.raises(intentkey.IntentkeyError) as e:
         Journal(guard, keyer, run=RUN).step("x", "not a function")
     assert e.value.field == "fn"

@@ -506,8 +506,14 @@ def test_schema_arguments_are_checked() -> None:
     with pytest.raises(ik.IntentkeyError) as e:
         SQLiteStore(42)  # type: ignore[arg-type]
     assert e.value.field == "path_or_connection"
-    with pytest.raises(TypeError, match="colour"):
-        RedisStore("redis://127.0.0.1:6379/0", colour="red")  # type: ignore[call-arg]
+    with pytest.raises(ik.IntentkeyError) as e:
+        RedisStore("redis://127.0.0.1:6379/0", colour="red")
+    assert (e.value.code, e.value.field) == ("invalid-argument", "colour")
+    for make in (lambda: ik.Guard(ik.MemoryStore(), ttl=5), lambda: ik.Keyer(secret=b"k" * 32, polcy=None),
+                 lambda: SQLiteStore(":memory:", busy_timeout=1), lambda: PostgresStore("host=127.0.0.1", pool=1)):
+        with pytest.raises(ik.IntentkeyError) as e:
+            make()
+        assert e.value.code == "invalid-argument" and e.value.field in ("ttl", "polcy", "busy_timeout", "pool")
     assert set(schema.sql_statements("postgres")) >= {
         "insert", "claim", "get", "complete", "complete-fast", "replace", "release", "list", "purge",
         "migration-lock", "migrated-version", "record-migration"}

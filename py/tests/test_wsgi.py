@@ -229,3 +229,23 @@ def test_the_documented_wsgi_example_runs():
     assert first.status_code == 201 and first.json() == {"id": 1, "tenant": "public"}
     assert again.content == first.content and again.headers["Idempotent-Replayed"] == "true"
     assert len(example.orders) == 1
+
+
+def test_a_body_shorter_than_announced_claims_nothing():
+    import io
+
+    store = intentkey.MemoryStore()
+    ran = []
+
+    def app(environ, start_response):
+        ran.append(environ["wsgi.input"].read())
+        start_response("201 Created", [("Content-Type", "application/json")])
+        return [b"{}"]
+
+    guarded = IdempotencyMiddleware(app, secret=b"w" * 32, store=store)
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/orders", "CONTENT_TYPE": "application/json",
+               "CONTENT_LENGTH": "10", "HTTP_IDEMPOTENCY_KEY": '"k-short"', "wsgi.input": io.BytesIO(b'{"a"')}
+    statuses = []
+    body = b"".join(guarded(environ, lambda status, headers, exc_info=None: statuses.append(status)))
+    assert statuses == ["400 Bad Request"] and body == b""
+    assert ran == [] and store.records == {}, "a truncated body must neither run the app nor claim the key"

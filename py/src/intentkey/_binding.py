@@ -223,6 +223,40 @@ def secret_bytes(name: str, value: Any) -> bytes:
     return bytes(value)
 
 
+def no_unknown(where: str, unknown: Dict[str, Any], known: Sequence[str] = ()) -> None:
+    """Options are checked by name: the first unknown one is ``invalid-argument`` naming it."""
+    for name in unknown:
+        listed = f"; the options are {', '.join(known)}" if known else ""
+        raise IntentkeyError("invalid-argument", name, f"{where} has no option {name!r}{listed}")
+
+
+def uint(name: str, value: Any, bits: int) -> int:
+    """`value` as an unsigned integer of `bits` bits (the WIT u16/u32/u64),
+    never wrapped: anything else is ``invalid-argument`` naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise IntentkeyError("invalid-argument", name, f"{name} must be int, not {type(value).__name__}")
+    if not 0 <= value < (1 << bits):
+        raise IntentkeyError("invalid-argument", name, f"{name} {value} is outside 0..{(1 << bits) - 1}")
+    return int(value)
+
+
+def body_bytes(name: str, value: Any) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise IntentkeyError("invalid-argument", name, f"{name} must be bytes, not {type(value).__name__}")
+    return bytes(value)
+
+
+def headers_in(name: str, headers: Any) -> List[Tuple[str, str]]:
+    if isinstance(headers, (str, bytes)) or not isinstance(headers, (list, tuple)):
+        raise IntentkeyError("invalid-argument", name, f"{name} is a sequence of (name, value) pairs")
+    out = []
+    for pair in headers:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise IntentkeyError("invalid-argument", name, f"each of {name} is a (name, value) pair, not {pair!r}")
+        out.append((text("header name", pair[0]), text("header value", pair[1])))
+    return out
+
+
 def key_length(value: Optional[int]) -> Optional[int]:
     if value is None:
         return None
@@ -263,7 +297,8 @@ def response_from_wit(rec: Any) -> Response:
 def response_to_wit(r: Response) -> Record:
     if not isinstance(r, Response):
         raise IntentkeyError("invalid-argument", "response", f"a response is an intentkey.Response, not {type(r).__name__}")
-    return record(status=r.status, content_type=r.content_type, headers=[(n, v) for n, v in r.headers], body=bytes(r.body))
+    return record(status=uint("status", r.status, 16), content_type=text("content_type", r.content_type),
+                  headers=headers_in("headers", r.headers), body=body_bytes("body", r.body))
 
 
 def opt_response_from_wit(rec: Any) -> Optional[Response]:
@@ -363,9 +398,10 @@ def reply_from_wit(rec: Any) -> Reply:
 
 
 def reply_to_wit(reply: Reply) -> Record:
-    return record(status=reply.status,
-                  headers=[(text("header name", n), text("header value", v)) for n, v in reply.headers],
-                  body=bytes(reply.body))
+    if not isinstance(reply, Reply):
+        raise IntentkeyError("invalid-argument", "reply", f"a reply is an intentkey.Reply, not {type(reply).__name__}")
+    return record(status=uint("status", reply.status, 16), headers=headers_in("headers", reply.headers),
+                  body=body_bytes("body", reply.body))
 
 
 def store_error_to_wit(e: StoreError) -> Variant:
@@ -374,15 +410,40 @@ def store_error_to_wit(e: StoreError) -> Variant:
 
 # -- the store import ---------------------------------------------------------------
 
+def _answered(op: str, kind: Any) -> Callable[[Any], Any]:
+    """Checks a store's answer to `op` (a coroutine here is an asynchronous
+    store given to a synchronous guard: refused, never taken as true)."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            if hasattr(value, "__await__") and hasattr(value, "close"):
+                value.close()  # never awaited: closed, not left to warn
+            raise IntentkeyError("invalid-argument", "store",
+                                 f"a store's {op} answers {kind.__name__}, not {type(value).__name__}"
+                                 + (" (an asynchronous store needs intentkey.aio.AsyncGuard)"
+                                    if hasattr(value, "__await__") else ""))
+        return value
+
+    return check
+
+
+def _stored_answer(value: Any) -> Any:
+    if value is not None and not isinstance(value, StoredRecord):
+        raise IntentkeyError("invalid-argument", "store",
+                             f"a store's get answers a StoredRecord or None, not {type(value).__name__}")
+    return None if value is None else stored_to_wit(value)
+
+
 _STORE_OPS: Dict[str, Tuple[Callable[..., Any], Callable[[Any], Any]]] = {
-    # op: (convert the WIT arguments in, convert the answer out)
-    "insert": (lambda r: (stored_from_wit(r),), bool),
-    "get": (lambda k: (k,), lambda r: None if r is None else stored_to_wit(r)),
-    "complete": (lambda c: (completion_from_wit(c),), bool),
-    "replace": (lambda r: (replacement_from_wit(r),), bool),
-    "release": (lambda r: (release_from_wit(r),), bool),
-    "list": (lambda status, limit: (status_from_wit(status), limit), lambda rs: [stored_to_wit(r) for r in rs]),
-    "purge": (lambda now: (now,), int),
+    # op: (convert the WIT arguments in, check and convert the answer out)
+    "insert": (lambda r: (stored_from_wit(r),), _answered("insert", bool)),
+    "get": (lambda k: (k,), _stored_answer),
+    "complete": (lambda c: (completion_from_wit(c),), _answered("complete", bool)),
+    "replace": (lambda r: (replacement_from_wit(r),), _answered("replace", bool)),
+    "release": (lambda r: (release_from_wit(r),), _answered("release", bool)),
+    "list": (lambda status, limit: (status_from_wit(status), limit),
+             lambda rs: [stored_to_wit(r) for r in _answered("list", list)(rs)]),
+    "purge": (lambda now: (now,), _answered("purge", int)),
 }
 
 
@@ -397,8 +458,7 @@ def perform(store: Any, op: str, args: Sequence[Any], lowered: bool = False) -> 
             cached_get = getattr(store, "_wit_get", None)
             if cached_get is not None:
                 return cached_get(args[0], _stored_lowered if lowered else stored_to_wit)
-            found = store.get(args[0])
-            return None if found is None else stored_to_wit(found)
+            return _stored_answer(store.get(args[0]))
         into, out = _STORE_OPS[op]
         return out(getattr(store, op)(*into(*args)))
     except StoreError as e:
@@ -626,12 +686,15 @@ class GuestResource:
         self._create = create
         self._resource: Optional[ResourceAny] = None
         self._generation = -1
+        self._closed = False
         self.handle()  # validate now
 
     def handle(self) -> ResourceAny:
         rt = self._rt
         if self._resource is not None and rt.live(self._generation):
             return self._resource
+        if self._closed:
+            raise IntentkeyError("invalid-argument", None, "this keyer or endpoint was closed; make a new one")
         created, generation = rt.with_secrets(self._secrets, self._create)
         self._resource = unwrap(created)
         self._generation = generation
@@ -642,6 +705,8 @@ class GuestResource:
             return self._rt.call(iface, method, self.handle(), *args)
 
     def close(self, now: bool = True) -> None:
+        self._closed = True
+        self._secrets = []  # the host's copy goes now; the guest's with the resource
         resource, self._resource = self._resource, None
         if resource is not None:
             self._rt.drop(resource, self._generation, now)

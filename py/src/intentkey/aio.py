@@ -139,6 +139,8 @@ async def perform(store: Any, op: Any, lookup: Optional[AsyncLookup]) -> Tuple[V
                 raise IntentkeyTrap("the core asked the destination, and this flow was given no look-up")
             try:
                 answer = await _maybe_await(lookup(arg))
+            except IntentkeyError:
+                raise  # a malformed answer is the caller's bug, not the destination's silence
             except Exception:
                 answer = Unknown()  # a look-up that fails could not tell
             return Variant("answered", b.lookup_to_wit(answer)), None
@@ -207,7 +209,8 @@ class AsyncGuard(GuardBase):
 
     def __init__(self, store: AsyncStore, *, ttl_seconds: Optional[int] = None,
                  release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
-                 fast_completion: bool = False, clock: Callable[[], float] = time.time):
+                 fast_completion: bool = False, clock: Callable[[], float] = time.time, **unknown: Any):
+        b.no_unknown("intentkey.aio.AsyncGuard", unknown, ('ttl_seconds', 'release_statuses', 'stale_after_seconds', 'fast_completion', 'clock'))
         super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
                          stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock)
         self.store = store
@@ -246,7 +249,7 @@ class AsyncGuard(GuardBase):
     async def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
         """Keys in flight whose recovery is due, oldest first."""
         flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
-            b.FLOWS, "[static]flow.due", self.now(now), self.stale_after_seconds, int(limit))))
+            b.FLOWS, "[static]flow.due", self.now(now), self.stale_after_seconds, b.uint("limit", limit, 32))))
         return [str(k) for k in _output(await drive(flow, self.store), "due")]
 
     async def purge(self, *, now: Optional[int] = None) -> int:

@@ -34,11 +34,13 @@ Intent(tenant_id='acme', action_type='pix.send', payload={'amount': '10.00'}, in
 from __future__ import annotations
 
 import asyncio
+import threading
 import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
+from . import _binding as b
 from .aio import AsyncGuard
 from .claims import Guard, RunResult
 from .errors import IntentkeyError
@@ -221,7 +223,7 @@ LookupFn = Callable[[str, Any], LookupAnswer]
 def once(*, guard: Union[Guard, AsyncGuard], keyer: Keyer, intent: Optional[IntentFn] = None, tenant: Optional[str] = None,
          action: Optional[str] = None, lookup: Optional[LookupFn] = None, read_your_writes: bool = False,
          on_outcome: Optional[Callable[[OutcomeEvent], None]] = None,
-         margin_seconds: float = MARGIN_SECONDS) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         margin_seconds: float = MARGIN_SECONDS, **unknown: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorates a bound Celery task function so that its effect runs once per intent::
 
         @app.task(base=IntentTask, bind=True)
@@ -251,6 +253,7 @@ def once(*, guard: Union[Guard, AsyncGuard], keyer: Keyer, intent: Optional[Inte
       does ``absent`` run the effect again (once).
     * ``on_outcome``: called with an :class:`OutcomeEvent` per delivery.
     """
+    b.no_unknown("intentkey.celery.once", unknown, _OPTIONS)
     if not isinstance(guard, (Guard, AsyncGuard)):
         raise IntentkeyError("invalid-argument", "guard",
                              "guard must be an intentkey.Guard or intentkey.aio.AsyncGuard over a store every worker shares")
@@ -299,6 +302,7 @@ class _Runner:
 
     def __init__(self, guard: Union[Guard, AsyncGuard]):
         self.guard = guard
+        self._loops = threading.local()  # an asynchronous guard's event loop, one per worker thread
 
     def now(self) -> int:
         return self.guard.now()
@@ -307,7 +311,12 @@ class _Runner:
             read_your_writes: bool) -> RunResult:
         if isinstance(self.guard, Guard):
             return self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes)
-        result: RunResult = asyncio.run(
+        # One loop per thread for the worker's life: an asynchronous store's
+        # connections belong to the loop that opened them.
+        loop = getattr(self._loops, "loop", None)
+        if loop is None:
+            loop = self._loops.loop = asyncio.new_event_loop()
+        result: RunResult = loop.run_until_complete(
             self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes))
         return result
 

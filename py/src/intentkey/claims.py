@@ -19,10 +19,11 @@ b'{"id":1}'
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 try:
     from typing import Protocol
@@ -78,6 +79,12 @@ class Rules:
     ttl_seconds: int
     release_statuses: Sequence[int]
     fast_completion: bool = False
+
+
+def _statuses(statuses: Any) -> Tuple[int, ...]:
+    if isinstance(statuses, (str, bytes)) or not isinstance(statuses, (list, tuple, set, frozenset)):
+        raise IntentkeyError("invalid-argument", "release_statuses", "release_statuses is a list of HTTP statuses")
+    return tuple(b.uint("release_statuses", s, 16) for s in statuses)
 
 
 def default_rules() -> Rules:
@@ -238,7 +245,7 @@ class GuardBase:
         defaults = default_rules()
         self.rules = Rules(
             defaults.ttl_seconds if ttl_seconds is None else b.s64("ttl_seconds", ttl_seconds),
-            defaults.release_statuses if release_statuses is None else tuple(int(s) for s in release_statuses),
+            defaults.release_statuses if release_statuses is None else _statuses(release_statuses),
             bool(fast_completion),
         )
         self.stale_after_seconds = default_stale_after_seconds() if stale_after_seconds is None else b.s64(
@@ -264,9 +271,13 @@ class Guard(GuardBase):
 
     def __init__(self, store: Store, *, ttl_seconds: Optional[int] = None,
                  release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
-                 fast_completion: bool = False, clock: Callable[[], float] = time.time):
+                 fast_completion: bool = False, clock: Callable[[], float] = time.time, **unknown: Any):
+        b.no_unknown("intentkey.Guard", unknown, ('ttl_seconds', 'release_statuses', 'stale_after_seconds', 'fast_completion', 'clock'))
         super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
                          stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock)
+        if inspect.iscoroutinefunction(getattr(store, "insert", None)):
+            raise IntentkeyError("invalid-argument", "store",
+                                 "this store is asynchronous: use intentkey.aio.AsyncGuard")
         self.store = store
 
     def _call(self, name: str, *args: Any, lookup: Optional[Callable[[str], Lookup]] = None) -> Any:
@@ -299,7 +310,7 @@ class Guard(GuardBase):
 
     def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
         """Keys in flight whose recovery is due, oldest first."""
-        return [str(k) for k in b.unwrap(self._call("due", self.now(now), self.stale_after_seconds, int(limit)))]
+        return [str(k) for k in b.unwrap(self._call("due", self.now(now), self.stale_after_seconds, b.uint("limit", limit, 32)))]
 
     def purge(self, *, now: Optional[int] = None) -> int:
         """Deletes done records past their expiry; how many."""
@@ -329,6 +340,8 @@ def _safe_lookup(lookup: Callable[[str], Lookup]) -> Callable[[str], Lookup]:
     def ask(key: str) -> Lookup:
         try:
             return lookup(key)
+        except IntentkeyError:
+            raise  # a malformed answer is the caller's bug, not the destination's silence
         except Exception:
             return Unknown()
 

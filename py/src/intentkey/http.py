@@ -100,10 +100,10 @@ def options_for(profile: str, overrides: Mapping[str, Any]) -> Options:
             continue
         if name in ("strict_key_syntax", "key_required"):
             changes[name] = _checked(name, value, bool)
-        elif name in ("retry_after_seconds", "max_body_bytes", "max_stored_bytes"):
-            if _checked(name, value, int) < 0:
-                raise IntentkeyError("invalid-argument", name, f"{name} must not be negative")
-            changes[name] = value
+        elif name == "retry_after_seconds":
+            changes[name] = b.uint(name, value, 32)
+        elif name in ("max_body_bytes", "max_stored_bytes"):
+            changes[name] = b.uint(name, value, 64)
         elif name == "replay_headers":
             if isinstance(value, str):
                 raise IntentkeyError("invalid-argument", name, "replay_headers is a list of header names, not one string")
@@ -129,9 +129,13 @@ class Request:
     body: bytes
 
     def _wit(self) -> Any:
+        if isinstance(self.key_values, (str, bytes)) or not isinstance(self.key_values, (list, tuple)):
+            raise IntentkeyError("invalid-argument", "key_values",
+                                 "key_values is a list of the key header's values, one per header line")
+        content_type = None if self.content_type is None else b.text("content_type", self.content_type)
         return b.record(tenant_id=b.text("tenant_id", self.tenant_id), method=b.text("method", self.method),
                         route=b.text("route", self.route), key_values=[b.text("key value", v) for v in self.key_values],
-                        content_type=self.content_type, body=bytes(self.body))
+                        content_type=content_type, body=b.body_bytes("body", self.body))
 
 
 @dataclass(frozen=True)
@@ -277,6 +281,11 @@ class Endpoint:
         the client gets 500). ``sleep(seconds)`` is the pause before a
         completion the store could not take is tried again."""
         rt = self._rt
+        if not isinstance(guard, Guard):
+            raise IntentkeyError("invalid-argument", "guard",
+                                 "Endpoint.serve takes an intentkey.Guard (an AsyncGuard serves with AsyncGuard.serve)")
+        if not isinstance(request, Request):
+            raise IntentkeyError("invalid-argument", "request", f"a request is an intentkey.http.Request, not {type(request).__name__}")
         started = _now(now) if now is not None else int(clock())
         with rt.lock:
             created = rt.call(b.FLOWS, "[static]flow.serve", self._guest.handle(), request._wit(), guard._wit_rules,

@@ -202,7 +202,8 @@ class Journal(_Core):
     told a :class:`JournalEvent` for every step and tool call."""
 
     def __init__(self, guard: Guard, keyer: Keyer, *, run: Run, max_output_bytes: Optional[int] = None,
-                 observe: Optional[Callable[[JournalEvent], None]] = None):
+                 observe: Optional[Callable[[JournalEvent], None]] = None, **unknown: Any):
+        b.no_unknown("intentkey.journal.Journal", unknown)
         if isinstance(guard, AsyncGuard):
             raise IntentkeyError("invalid-argument", "guard", "an AsyncGuard takes intentkey.journal.AsyncJournal")
         if not isinstance(guard, Guard):
@@ -286,7 +287,8 @@ class AsyncJournal(_Core):
     functions."""
 
     def __init__(self, guard: AsyncGuard, keyer: Keyer, *, run: Run, max_output_bytes: Optional[int] = None,
-                 observe: Optional[Callable[[JournalEvent], None]] = None):
+                 observe: Optional[Callable[[JournalEvent], None]] = None, **unknown: Any):
+        b.no_unknown("intentkey.journal.AsyncJournal", unknown)
         if not isinstance(guard, AsyncGuard):
             raise IntentkeyError("invalid-argument", "guard",
                                  f"an AsyncJournal runs over an intentkey.aio.AsyncGuard, not {type(guard).__name__}")

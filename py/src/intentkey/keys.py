@@ -110,7 +110,8 @@ class Keyer:
     """
 
     def __init__(self, *, secret: Optional[SecretInput] = None, keyring: Optional[Keyring] = None,
-                 policy: Any = None):
+                 policy: Any = None, **unknown: Any):
+        b.no_unknown("intentkey.Keyer", unknown, ('secret', 'keyring', 'policy'))
         if (secret is None) == (keyring is None):
             raise IntentkeyError("invalid-argument", "secret", "give exactly one of secret and keyring")
         rt = b.runtime()

@@ -123,7 +123,7 @@ class IdempotencyMiddleware:
         tenant_id = config.tenant_value(config.tenant if isinstance(config.tenant, str) else config.tenant(environ))
         route = config.route_value(config.route(environ)) if config.route is not None else (
             str(environ.get("PATH_INFO") or "/"))
-        # WSGI joins repeated header lines with ", "; the core reads each value.
+        # WSGI joins repeated header lines with ", " into one value; the core reads it as one.
         raw_key = environ.get(self._environ_key)
         key_values = [] if raw_key is None else [str(raw_key)]
         content_type = environ.get("CONTENT_TYPE") or None
@@ -140,6 +140,11 @@ class IdempotencyMiddleware:
             body = _read(stream, limit + 1)
         else:
             body = b""
+        if length is not None and len(body) < min(length, limit + 1):
+            # The client sent less than it announced (it went away): nothing
+            # is claimed and nothing runs; the answer goes nowhere.
+            start_response("400 Bad Request", [("Content-Type", "text/plain"), ("Content-Length", "0")])
+            return [b""]
         complete = len(body) <= limit and (length is None or len(body) == length)
         request = Request(tenant_id, method, route, key_values, content_type, body)
         escaped: List[BaseException] = []

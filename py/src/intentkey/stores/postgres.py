@@ -31,6 +31,7 @@ from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence,
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
@@ -95,7 +96,8 @@ class PostgresStore:
     `timeout`: how long an owned pool waits for a connection."""
 
     def __init__(self, conninfo_or_pool: Union[str, "ConnectionPool[Any]", "psycopg.Connection[Any]"],
-                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT):
+                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
+        b.no_unknown("intentkey.stores.postgres.PostgresStore", unknown)
         self.schema = _check_schema(schema)
         self._statements = sch.sql_statements("postgres", self.schema)
         self._owned = False
@@ -239,7 +241,8 @@ class AsyncPostgresStore:
     :class:`PostgresStore` otherwise."""
 
     def __init__(self, conninfo_or_pool: Union[str, "AsyncConnectionPool[Any]", "psycopg.AsyncConnection[Any]"],
-                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT):
+                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
+        b.no_unknown("intentkey.stores.postgres.AsyncPostgresStore", unknown)
         self.schema = _check_schema(schema)
         self._statements = sch.sql_statements("postgres", self.schema)
         self._owned = False

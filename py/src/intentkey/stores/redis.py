@@ -22,6 +22,7 @@ import redis as redis_py
 import redis.asyncio as redis_aio
 from redis import exceptions as rx
 
+from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
@@ -123,7 +124,8 @@ class RedisStore:
     starts every key the store writes."""
 
     def __init__(self, client_or_url: Union[str, "redis_py.Redis"], prefix: Optional[str] = None, *,
-                 timeout: float = DEFAULT_TIMEOUT):
+                 timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
+        b.no_unknown("intentkey.stores.redis.RedisStore", unknown)
         self._owned = False
         if isinstance(client_or_url, str):
             url, url_prefix = split_prefix(client_or_url)
@@ -214,7 +216,8 @@ class AsyncRedisStore:
     a ``redis.asyncio.Redis`` client or a URL, as :class:`RedisStore`."""
 
     def __init__(self, client_or_url: Union[str, "redis_aio.Redis"], prefix: Optional[str] = None, *,
-                 timeout: float = DEFAULT_TIMEOUT):
+                 timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
+        b.no_unknown("intentkey.stores.redis.AsyncRedisStore", unknown)
         self._owned = False
         if isinstance(client_or_url, str):
             url, url_prefix = split_prefix(client_or_url)

@@ -27,6 +27,7 @@ import sqlite3
 import threading
 from typing import Any, List, Optional, Sequence, Union
 
+from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
@@ -52,7 +53,8 @@ class SQLiteStore:
     its own transactions). `busy_timeout_ms`: how long a write waits for
     another writer before the operation is ``unavailable``."""
 
-    def __init__(self, path_or_connection: Union[str, "sqlite3.Connection"], *, busy_timeout_ms: int = 10_000):
+    def __init__(self, path_or_connection: Union[str, "sqlite3.Connection"], *, busy_timeout_ms: int = 10_000, **unknown: Any):
+        b.no_unknown("intentkey.stores.sqlite.SQLiteStore", unknown)
         if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
             raise IntentkeyError("invalid-argument", "busy_timeout_ms",
                                  "busy_timeout_ms must be a whole number of milliseconds")
