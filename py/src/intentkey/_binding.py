@@ -230,6 +230,12 @@ def no_unknown(where: str, unknown: Dict[str, Any], known: Sequence[str] = ()) -
         raise IntentkeyError("invalid-argument", name, f"{where} has no option {name!r}{listed}")
 
 
+def positive_seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise IntentkeyError("invalid-argument", name, f"{name} must be a positive number of seconds")
+    return float(value)
+
+
 def uint(name: str, value: Any, bits: int) -> int:
     """`value` as an unsigned integer of `bits` bits (the WIT u16/u32/u64),
     never wrapped: anything else is ``invalid-argument`` naming `name`."""

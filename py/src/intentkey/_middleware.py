@@ -166,8 +166,12 @@ def configure(adapter: str, *, secret: Optional[SecretInput], keyring: Optional[
 
 def error_status(error: BaseException) -> Optional[int]:
     """The HTTP status an exception carries (``status_code``, else ``status``:
-    Starlette's and werkzeug's HTTP exceptions), or ``None``."""
-    for name in ("status_code", "status", "code"):
+    Starlette's HTTP exceptions; ``code`` only on werkzeug's, since a client
+    library's error such as ``urllib.error.HTTPError`` also has a ``code``:
+    the status of a call the handler made, not of this request), or ``None``."""
+    names = ("status_code", "status", "code") if type(error).__module__.startswith("werkzeug") else (
+        "status_code", "status")
+    for name in names:
         value = getattr(error, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return value

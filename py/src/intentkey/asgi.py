@@ -78,6 +78,16 @@ class _Capture:
         return Reply(self.status, tuple(self.headers), b"".join(self.chunks))
 
 
+def _report(config: Config) -> Callable[["asyncio.Future[Served]"], None]:
+    def report(task: "asyncio.Future[Served]") -> None:
+        if not task.cancelled() and task.exception() is None:
+            served = task.result()
+            if served.path != ServePath.UNGUARDED:
+                config.report_served(served)
+
+    return report
+
+
 async def send_reply(send: Send, reply: Reply) -> None:
     """Sends a reply: its headers in order (``Content-Length`` set to the body's length)."""
     headers = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in reply.headers
@@ -186,12 +196,13 @@ class IdempotencyMiddleware:
         task = asyncio.ensure_future(self._serve(scope, request, body if complete else None))
         self._serving.add(task)
         task.add_done_callback(self._serving.discard)
+        # Reported when the serving ends, whether or not this request is still waiting for it.
+        task.add_done_callback(_report(config))
         served = await asyncio.shield(task)
 
         if served.path == ServePath.UNGUARDED:
             await self.app(scope, _replaying(read, receive), send)
             return
-        config.report_served(served)
         reply = served.reply
         if reply is None:
             if served.handler_reply is not None:

@@ -71,9 +71,7 @@ def _check_schema(schema: Optional[str]) -> Optional[str]:
 
 
 def _check_timeout(timeout: float) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise IntentkeyError("invalid-argument", "timeout", "timeout must be a positive number of seconds")
-    return float(timeout)
+    return b.positive_seconds("timeout", timeout)
 
 
 def _newer(version: int, latest: int) -> StoreError:

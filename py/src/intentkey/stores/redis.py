@@ -127,6 +127,7 @@ class RedisStore:
                  timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
         b.no_unknown("intentkey.stores.redis.RedisStore", unknown)
         self._owned = False
+        timeout = b.positive_seconds("timeout", timeout)
         if isinstance(client_or_url, str):
             url, url_prefix = split_prefix(client_or_url)
             prefix = prefix if prefix is not None else url_prefix
@@ -219,6 +220,7 @@ class AsyncRedisStore:
                  timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
         b.no_unknown("intentkey.stores.redis.AsyncRedisStore", unknown)
         self._owned = False
+        timeout = b.positive_seconds("timeout", timeout)
         if isinstance(client_or_url, str):
             url, url_prefix = split_prefix(client_or_url)
             prefix = prefix if prefix is not None else url_prefix
