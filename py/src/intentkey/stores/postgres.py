@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -74,6 +74,26 @@ def _check_timeout(timeout: float) -> float:
     return b.positive_seconds("timeout", timeout)
 
 
+def _connect(where: str, given: Any, pool_class: Any, connection_class: Any, max_size: int,
+             timeout: float) -> Tuple[Any, Any, bool]:
+    """(pool, connection, owned) of what a store was given: a connection
+    string (an autocommit pool the store owns, opened on first use), a pool
+    or an open connection (the caller keeps either)."""
+    if isinstance(given, str):
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise IntentkeyError("invalid-argument", "max_size", "max_size must be a whole number of at least 1")
+        pool = pool_class(given, min_size=1, max_size=max_size, open=False, kwargs={"autocommit": True},
+                          timeout=_check_timeout(timeout), name="intentkey")
+        return pool, None, True
+    if isinstance(given, pool_class):
+        return given, None, False
+    if isinstance(given, connection_class):
+        return None, given, False
+    raise IntentkeyError("invalid-argument", "conninfo_or_pool",
+                         f"{where} takes a connection string, a psycopg_pool.{pool_class.__name__} or a "
+                         f"psycopg.{connection_class.__name__}, not {type(given).__name__}")
+
+
 def _newer(version: int, latest: int) -> StoreError:
     return StoreError("failed", f"postgres: this schema is at version {version}; this package knows version "
                                 f"{latest} (upgrade intentkey)")
@@ -98,24 +118,8 @@ class PostgresStore:
         b.no_unknown("intentkey.stores.postgres.PostgresStore", unknown)
         self.schema = _check_schema(schema)
         self._statements = sch.sql_statements("postgres", self.schema)
-        self._owned = False
-        self._pool: Optional[ConnectionPool[Any]] = None
-        self._conn: Optional[psycopg.Connection[Any]] = None
-        if isinstance(conninfo_or_pool, str):
-            if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
-                raise IntentkeyError("invalid-argument", "max_size", "max_size must be a whole number of at least 1")
-            self._pool = ConnectionPool(conninfo_or_pool, min_size=1, max_size=max_size, open=False,
-                                        kwargs={"autocommit": True}, timeout=_check_timeout(timeout),
-                                        name="intentkey")
-            self._owned = True
-        elif isinstance(conninfo_or_pool, ConnectionPool):
-            self._pool = conninfo_or_pool
-        elif isinstance(conninfo_or_pool, psycopg.Connection):
-            self._conn = conninfo_or_pool
-        else:
-            raise IntentkeyError("invalid-argument", "conninfo_or_pool",
-                                 "PostgresStore takes a connection string, a psycopg_pool.ConnectionPool or a "
-                                 f"psycopg.Connection, not {type(conninfo_or_pool).__name__}")
+        self._pool, self._conn, self._owned = _connect(
+            "PostgresStore", conninfo_or_pool, ConnectionPool, psycopg.Connection, max_size, timeout)
         self._lock = threading.Lock()  # the migration; and a single connection's use
         self._migrated = False
         self._opened = False
@@ -243,24 +247,8 @@ class AsyncPostgresStore:
         b.no_unknown("intentkey.stores.postgres.AsyncPostgresStore", unknown)
         self.schema = _check_schema(schema)
         self._statements = sch.sql_statements("postgres", self.schema)
-        self._owned = False
-        self._pool: Optional[AsyncConnectionPool[Any]] = None
-        self._conn: Optional[psycopg.AsyncConnection[Any]] = None
-        if isinstance(conninfo_or_pool, str):
-            if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
-                raise IntentkeyError("invalid-argument", "max_size", "max_size must be a whole number of at least 1")
-            self._pool = AsyncConnectionPool(conninfo_or_pool, min_size=1, max_size=max_size, open=False,
-                                             kwargs={"autocommit": True}, timeout=_check_timeout(timeout),
-                                             name="intentkey")
-            self._owned = True
-        elif isinstance(conninfo_or_pool, AsyncConnectionPool):
-            self._pool = conninfo_or_pool
-        elif isinstance(conninfo_or_pool, psycopg.AsyncConnection):
-            self._conn = conninfo_or_pool
-        else:
-            raise IntentkeyError("invalid-argument", "conninfo_or_pool",
-                                 "AsyncPostgresStore takes a connection string, a psycopg_pool.AsyncConnectionPool "
-                                 f"or a psycopg.AsyncConnection, not {type(conninfo_or_pool).__name__}")
+        self._pool, self._conn, self._owned = _connect(
+            "AsyncPostgresStore", conninfo_or_pool, AsyncConnectionPool, psycopg.AsyncConnection, max_size, timeout)
         self._lock: Optional[asyncio.Lock] = None
         self._migrated = False
         self._opened = False

@@ -115,6 +115,26 @@ def _purged(raw: Any) -> Tuple[int, int]:
         raise StoreError("failed", f"redis: the purge script answered {raw!r}") from None
 
 
+def _connect(where: str, given: Any, client_class: Any, prefix: Optional[str],
+             timeout: float) -> Tuple[Any, Optional[str], bool]:
+    """(client, prefix, owned) of what a store was given: a client (the
+    caller keeps it) or a ``redis://`` URL (the store makes the client, and
+    the URL's ``?prefix=`` is the prefix unless one was given)."""
+    timeout = b.positive_seconds("timeout", timeout)
+    if isinstance(given, str):
+        url, url_prefix = split_prefix(given)
+        try:
+            client = client_class.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        except (ValueError, rx.RedisError) as e:
+            raise IntentkeyError("invalid-argument", "client_or_url", f"bad Redis URL: {e}") from None
+        return client, prefix if prefix is not None else url_prefix, True
+    if isinstance(given, client_class):
+        return given, prefix, False
+    raise IntentkeyError("invalid-argument", "client_or_url",
+                         f"{where} takes a {client_class.__module__}.{client_class.__name__} client or a redis:// URL, "
+                         f"not {type(given).__name__}")
+
+
 class RedisStore:
     """A record store in Redis (sync: for :class:`intentkey.Guard`).
 
@@ -126,22 +146,7 @@ class RedisStore:
     def __init__(self, client_or_url: Union[str, "redis_py.Redis"], prefix: Optional[str] = None, *,
                  timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
         b.no_unknown("intentkey.stores.redis.RedisStore", unknown)
-        self._owned = False
-        timeout = b.positive_seconds("timeout", timeout)
-        if isinstance(client_or_url, str):
-            url, url_prefix = split_prefix(client_or_url)
-            prefix = prefix if prefix is not None else url_prefix
-            try:
-                self.client: redis_py.Redis = redis_py.Redis.from_url(
-                    url, socket_connect_timeout=timeout, socket_timeout=timeout)
-            except (ValueError, rx.RedisError) as e:
-                raise IntentkeyError("invalid-argument", "client_or_url", f"bad Redis URL: {e}") from None
-            self._owned = True
-        elif isinstance(client_or_url, redis_py.Redis):
-            self.client = client_or_url
-        else:
-            raise IntentkeyError("invalid-argument", "client_or_url",
-                                 f"RedisStore takes a redis.Redis client or a redis:// URL, not {type(client_or_url).__name__}")
+        self.client, prefix, self._owned = _connect("RedisStore", client_or_url, redis_py.Redis, prefix, timeout)
         self.prefix = _check_prefix(prefix)
         self._layout = _Layout(self.prefix)
         self._scripts = sch.redis_scripts()
@@ -219,23 +224,7 @@ class AsyncRedisStore:
     def __init__(self, client_or_url: Union[str, "redis_aio.Redis"], prefix: Optional[str] = None, *,
                  timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
         b.no_unknown("intentkey.stores.redis.AsyncRedisStore", unknown)
-        self._owned = False
-        timeout = b.positive_seconds("timeout", timeout)
-        if isinstance(client_or_url, str):
-            url, url_prefix = split_prefix(client_or_url)
-            prefix = prefix if prefix is not None else url_prefix
-            try:
-                self.client: redis_aio.Redis = redis_aio.Redis.from_url(
-                    url, socket_connect_timeout=timeout, socket_timeout=timeout)
-            except (ValueError, rx.RedisError) as e:
-                raise IntentkeyError("invalid-argument", "client_or_url", f"bad Redis URL: {e}") from None
-            self._owned = True
-        elif isinstance(client_or_url, redis_aio.Redis):
-            self.client = client_or_url
-        else:
-            raise IntentkeyError("invalid-argument", "client_or_url",
-                                 "AsyncRedisStore takes a redis.asyncio.Redis client or a redis:// URL, "
-                                 f"not {type(client_or_url).__name__}")
+        self.client, prefix, self._owned = _connect("AsyncRedisStore", client_or_url, redis_aio.Redis, prefix, timeout)
         self.prefix = _check_prefix(prefix)
         self._layout = _Layout(self.prefix)
         self._scripts = sch.redis_scripts()
