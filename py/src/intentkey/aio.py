@@ -263,8 +263,9 @@ class AsyncGuard(GuardBase):
         if kind not in ("effect", "step", "tool-call"):
             raise IntentkeyError("invalid-argument", "kind", f"kind is effect, step or tool-call, not {kind!r}")
         recovery = None if lookup is None else self.recovery_rules(read_your_writes)
+        started = self.now(now)
         spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
-                        now=self.now(now))
+                        now=started)
         flow = self._flow("run", spec, os.urandom(16))
         state: Dict[str, Any] = {"value": None, "error": None, "result": None}
 
@@ -278,7 +279,8 @@ class AsyncGuard(GuardBase):
             except Exception as exc:  # ambiguous: the record stays in flight
                 state["error"], result = exc, Failed()
             state["result"] = result
-            return Variant("effected", b.record(result=b.effect_to_wit(result), now=int(self._clock())))
+            ended = started if now is not None else int(self._clock())  # one clock for claim and finish
+            return Variant("effected", b.record(result=b.effect_to_wit(result), now=ended))
 
         out = await drive(flow, self.store, lookup, host)
         return run_result(out, state["result"], state["value"], state["error"])

@@ -327,10 +327,12 @@ class Guard(GuardBase):
         if kind not in ("effect", "step", "tool-call"):
             raise IntentkeyError("invalid-argument", "kind", f"kind is effect, step or tool-call, not {kind!r}")
         recovery = None if lookup is None else self.recovery_rules(read_your_writes)
+        started = self.now(now)
         spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
-                        now=self.now(now))
-        return drive_run(self._rt, self.store, spec, effect, None if lookup is None else _safe_lookup(lookup),
-                         self._clock)
+                        now=started)
+        # A run given its time ends at that time too: one clock for the claim and the finish.
+        ended: Callable[[], float] = self._clock if now is None else (lambda: started)
+        return drive_run(self._rt, self.store, spec, effect, None if lookup is None else _safe_lookup(lookup), ended)
 
 
 def _safe_lookup(lookup: Callable[[str], Lookup]) -> Callable[[str], Lookup]:
