@@ -132,11 +132,10 @@ class IntentkeySide:
         return self.guard.run(attempt, lambda key: ik.Response.json(201, json.dumps(handler(p))))
 
     def claim_finish(self, p: Dict[str, Any]) -> Any:
-        attempt = self.keyer.intent_attempt(TENANT, ACTION, p, EPOCH)
-        claim = self.guard.claim(attempt)
+        key, claim = self.guard.claim_intent(self.keyer, TENANT, ACTION, p, EPOCH)
         if claim.state is ik.ClaimState.OWNED:
             response = ik.Response.json(201, json.dumps(handler(p)))
-            self.guard.finish(attempt.key, claim.owner_token, ik.Answered(response))
+            self.guard.finish(key, claim.owner_token, ik.Answered(response))
             return response
         return claim.response
 

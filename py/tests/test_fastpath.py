@@ -126,7 +126,7 @@ def test_guard_flow(runtimes: Dict[str, Dict[str, b.Runtime]]) -> None:
         due = g.due(now=T + 10**6)
         return (a, c.state, busy.state, fin, replay.state, replay.response, conflict.state,
                 [(r.outcome, r.response, r.finished) for r in runs], rel, ref, fl, due, g.purge(now=T + 10**9),
-                sorted(store.records), len(store._wit) <= len(store.records))
+                sorted(store.records))
 
     both(runtimes, run)
 
@@ -152,11 +152,10 @@ def test_serve(runtimes: Dict[str, Dict[str, b.Runtime]]) -> None:
     assert result[1] == 1
 
 
-class FailingGet(ik.MemoryStore):
+class FailingGet:
     """A record exists (insert refuses), and reading it fails."""
 
     def __init__(self, kind: str) -> None:
-        super().__init__()
         self.kind = kind
 
     def insert(self, record: Any) -> bool:
@@ -180,24 +179,7 @@ def test_a_store_get_that_raises_store_error(runtimes: Dict[str, Dict[str, b.Run
     assert out[2][0] == "error" and out[2][2] == "store-unavailable"
 
 
-def test_the_store_record_cache_follows_the_records(runtimes: Dict[str, Dict[str, b.Runtime]]) -> None:
-    def run() -> Any:
-        store = ik.MemoryStore()
-        g = ik.Guard(store)
-        a = ik.Attempt("k", "fp", "t", "a")
-        c = g.claim(a, now=T)
-        g.claim(a, now=T)  # the in-flight record converted and kept
-        g.finish("k", c.owner_token, ik.Answered(ik.Response.json(201, '{"v":1}')), now=T)
-        first = g.claim(a, now=T).response  # the done record: a new conversion
-        del store.records["k"]  # behind the store's back
-        again = g.claim(a, now=T)
-        return first, again.state, len(store._wit)
-
-    first, state, kept = both(runtimes, run)
-    assert first.body == b'{"v":1}' and state is ik.ClaimState.OWNED and kept == 1
-
-
-class RaisingStore(ik.MemoryStore):
+class RaisingStore:
     def insert(self, record: Any) -> bool:
         raise RuntimeError("not a store error")
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, List
 import pytest
 
 import intentkey
+from intentkey import _binding as b
 from intentkey import (
     Absent, Answered, Attempt, ClaimState, Failed, Finished, Found, Guard, IntentkeyError, MemoryStore, RecoveryState,
     Reply, Response, Status, StoreError, Unknown,
@@ -105,22 +106,25 @@ class TestGuard:
         assert self.guard.purge(now=T0 + 300 + ttl) == 1
 
 
-class Flaky(MemoryStore):
-    """A memory store whose `fail` operations raise a store error."""
+class Flaky:
+    """A store whose `fail` operations raise a store error; the others go to
+    a memory store in an instance of its own (the guard calls this one
+    through the `store` import)."""
 
     def __init__(self, fail: Any = (), kind: str = "unavailable") -> None:
-        super().__init__()
+        self.inner = MemoryStore(_runtime=b.Runtime())
         self.fail, self.kind = set(fail), kind
 
-    def insert(self, record: Any) -> bool:
-        if "insert" in self.fail:
-            raise StoreError(self.kind, "down")
-        return super().insert(record)
+    def __getattr__(self, name: str) -> Any:
+        if name in self.fail:
+            def down(*_args: Any) -> Any:
+                raise StoreError(self.kind, "down")
+            return down
+        return getattr(self.inner, name)
 
-    def complete(self, c: Any) -> bool:
-        if "complete" in self.fail:
-            raise StoreError(self.kind, "down")
-        return super().complete(c)
+    @property
+    def records(self) -> Any:
+        return self.inner.records
 
 
 class TestServe:
@@ -202,11 +206,24 @@ def test_a_sync_guard_refuses_an_asynchronous_store() -> None:
         intentkey.Guard(AsyncMemoryStore())  # type: ignore[arg-type]
     assert (e.value.code, e.value.field) == ("invalid-argument", "store")
 
-    class Sneaky(intentkey.MemoryStore):
-        async def complete(self, completion):  # type: ignore[override]
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        class Sub(intentkey.MemoryStore):  # its records are in the component: wrap one instead
+            pass
+    assert (e.value.code, e.value.field) == ("invalid-argument", "store")
+
+    class Sneaky:
+        def __init__(self) -> None:
+            self.inner = intentkey.MemoryStore(_runtime=b.Runtime())
+            self.insert, self.get = self.inner.insert, self.inner.get
+
+        @property
+        def records(self) -> Any:
+            return self.inner.records
+
+        async def complete(self, completion: Any) -> bool:
             return True  # a coroutine is truthy: it must never count as written
 
-    guard = intentkey.Guard(Sneaky())
+    guard = intentkey.Guard(Sneaky())  # type: ignore[arg-type]
     attempt = intentkey.Attempt("k-sneaky", "fp", "t", "a")
     claim = guard.claim(attempt, now=1_700_000_000)
     with pytest.raises(intentkey.IntentkeyError):
@@ -254,3 +271,43 @@ def test_a_request_of_the_wrong_shape_is_refused_by_name() -> None:
             endpoint.serve(guard, request, lambda key: intentkey.Reply(200))
         assert (e.value.code, e.value.field) == ("invalid-argument", field)
     assert guard.store.records == {}
+
+
+def _side_store() -> Any:
+    """A store the guard performs through the `store` import: a MemoryStore
+    in an instance of its own behind the Store protocol."""
+    return Flaky()
+
+
+@pytest.mark.parametrize("make_store", [MemoryStore, _side_store], ids=["in-guest", "through-import"])
+def test_claim_intent_is_intent_attempt_then_claim(make_store: Callable[[], Any]) -> None:
+    keyer = intentkey.Keyer(secret=b"c" * 32)
+    guard = Guard(make_store())
+    payload = {"amount": "10.00", "currency": "BRL", "creditor_key": "+5511999990000"}
+    expected = keyer.intent_attempt("tenant-acme", "pix.send", payload, T0, intent_id="intent-1")
+    key, claim = guard.claim_intent(keyer, "tenant-acme", "pix.send", payload, T0, intent_id="intent-1", now=T0)
+    assert key == expected.key and claim.state is ClaimState.OWNED and claim.owner_token
+    assert guard.claim_intent(keyer, "tenant-acme", "pix.send", payload, T0, intent_id="intent-1",
+                              now=T0 + 1)[1].state is ClaimState.IN_FLIGHT
+    assert guard.finish(key, claim.owner_token, Answered(Response.json(201, '{"id":7}')), now=T0 + 2) is Finished.STORED
+    again = guard.claim_intent(keyer, "tenant-acme", "pix.send", payload, T0, intent_id="intent-1", now=T0 + 3)
+    assert again[0] == key and again[1].state is ClaimState.DONE
+    assert again[1].response == Response.json(201, '{"id":7}')
+    other = dict(payload, amount="11.00")  # the same recorded intent with another payload: 422
+    conflict = guard.claim_intent(keyer, "tenant-acme", "pix.send", other, T0, intent_id="intent-1", now=T0 + 4)
+    assert conflict[0] == key and conflict[1].state is ClaimState.PAYLOAD_CONFLICT
+    with pytest.raises(intentkey.IntentkeyError) as e:
+        guard.claim_intent(keyer, "", "pix.send", payload, T0, now=T0)
+    assert e.value.field == "tenant_id"
+
+
+def test_a_memory_store_whose_instance_was_discarded_says_so() -> None:
+    store = MemoryStore()
+    guard = Guard(store)
+    guard.claim(intentkey.Attempt("k-lost", "fp", "t", "a"), now=T0)
+    b.runtime()._discard()  # what a trap in any call does
+    with pytest.raises(intentkey.IntentkeyTrap, match="records were in an instance discarded"):
+        guard.claim(intentkey.Attempt("k-lost", "fp", "t", "a"), now=T0 + 1)
+    with pytest.raises(intentkey.IntentkeyTrap):
+        store.records
+    assert Guard(MemoryStore()).claim(intentkey.Attempt("k-lost", "fp", "t", "a"), now=T0).state is ClaimState.OWNED

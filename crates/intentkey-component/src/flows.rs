@@ -138,7 +138,7 @@ pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
 }
 
 /// A run's seed: exactly the bytes of one owner token.
-fn seed_in(seed: &[u8]) -> Result<[u8; core::OWNER_TOKEN_BYTES], t::Error> {
+pub(crate) fn seed_in(seed: &[u8]) -> Result<[u8; core::OWNER_TOKEN_BYTES], t::Error> {
     seed.try_into().map_err(|_| {
         t::Error::from(intentkey::Error::field(
             intentkey::ErrorCode::InvalidRandom,

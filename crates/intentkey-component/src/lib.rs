@@ -29,6 +29,8 @@ mod flows;
 mod guard;
 mod http;
 mod keys;
+#[cfg(feature = "guard")]
+mod memory;
 
 struct Component;
 

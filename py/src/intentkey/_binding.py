@@ -67,6 +67,9 @@ CLAIMS = f"intentkey:core/claims@{WIT_VERSION}"
 GUARD = f"intentkey:core/guard@{WIT_VERSION}"
 HTTP = f"intentkey:core/http@{WIT_VERSION}"
 FLOWS = f"intentkey:core/flows@{WIT_VERSION}"
+MEMORY = f"intentkey:core/memory@{WIT_VERSION}"
+#: The bytes of randomness one owner token is made of (the core's OWNER_TOKEN_BYTES).
+SEED_BYTES = 16
 SCHEMA = f"intentkey:core/schema@{WIT_VERSION}"
 _SECRETS = f"intentkey:core/secrets@{WIT_VERSION}"
 _RANDOM = f"intentkey:core/random@{WIT_VERSION}"
@@ -453,26 +456,15 @@ _STORE_OPS: Dict[str, Tuple[Callable[..., Any], Callable[[Any], Any]]] = {
 }
 
 
-def perform(store: Any, op: str, args: Sequence[Any], lowered: bool = False) -> Any:
-    """Runs one WIT store operation on a store of the public protocol.
-
-    A store with ``_wit_get(key, convert)`` (:class:`intentkey.MemoryStore`)
-    answers ``get`` with a converted record it keeps per (immutable) stored
-    record; with `lowered`, records are converted into kept C values."""
+def perform(store: Any, op: str, args: Sequence[Any]) -> Any:
+    """Runs one WIT store operation on a store of the public protocol."""
     try:
         if op == "get":
-            cached_get = getattr(store, "_wit_get", None)
-            if cached_get is not None:
-                return cached_get(args[0], _stored_lowered if lowered else stored_to_wit)
             return _stored_answer(store.get(args[0]))
         into, out = _STORE_OPS[op]
         return out(getattr(store, op)(*into(*args)))
     except StoreError as e:
         return store_error_to_wit(e)
-
-
-def _stored_lowered(r: StoredRecord) -> Record:
-    return _lowered(stored_to_wit(r))
 
 
 # -- the runtime ----------------------------------------------------------------------
@@ -547,13 +539,11 @@ class Runtime:
         return os.urandom(length)
 
     def _store_op(self, op: str) -> Callable[..., Any]:
-        lowered = self.fastpath
-
         def run(_store: Any, *args: Any) -> Any:
             active = self._active_store
             if active is None:
                 raise RuntimeError(f"the component asked for store.{op} outside a guard call")
-            return perform(active, op, args, lowered)
+            return perform(active, op, args)
 
         return run
 

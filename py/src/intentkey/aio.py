@@ -220,7 +220,7 @@ class AsyncGuard(GuardBase):
         return Flow(rt, lambda: rt.call(b.FLOWS, f"[static]flow.{name}", *args))
 
     def _token(self) -> str:
-        return str(b.unwrap(b.runtime("pure").call(b.CLAIMS, "owner-token", os.urandom(16))))
+        return str(b.unwrap(b.runtime("pure").call(b.CLAIMS, "owner-token", os.urandom(b.SEED_BYTES))))
 
     async def claim(self, attempt: Attempt, *, now: Optional[int] = None) -> Claim:
         """As :meth:`intentkey.Guard.claim`."""
@@ -266,7 +266,7 @@ class AsyncGuard(GuardBase):
         started = self.now(now)
         spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
                         now=started)
-        flow = self._flow("run", spec, os.urandom(16))
+        flow = self._flow("run", spec, os.urandom(b.SEED_BYTES))
         state: Dict[str, Any] = {"value": None, "error": None, "result": None}
 
         async def host(op: Any) -> Variant:
@@ -293,7 +293,7 @@ class AsyncGuard(GuardBase):
         started = self.now(now)
         rt = self._rt
         flow = Flow(rt, lambda: rt.call(b.FLOWS, "[static]flow.serve", endpoint._guest.handle(), request._wit(),
-                                        self._wit_rules, os.urandom(16), started))
+                                        self._wit_rules, os.urandom(b.SEED_BYTES), started))
         state: Dict[str, Any] = {"ran": False, "reply": None, "error": None}
 
         async def host(op: Any) -> Variant:

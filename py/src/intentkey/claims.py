@@ -34,6 +34,7 @@ from wasmtime.component import Variant
 
 from . import _binding as b
 from .errors import IntentkeyError, IntentkeyTrap
+from .keys import Keyer, _intent as intent_wit
 from .types import (
     Answered,
     Attempt,
@@ -99,76 +100,75 @@ def default_stale_after_seconds() -> int:
 
 
 class MemoryStore:
-    """A store in a dict (one process). Each operation is one atomic step
-    (the runtime's lock serializes guard calls); the fenced writes compare the
-    owner token exactly as the SQL stores do."""
+    """Records in a map inside the component instance: the core's memory
+    store, for tests and single processes. Each operation is one atomic step
+    (the runtime's lock serializes calls) and every later write is fenced on
+    the owner token, exactly as in the SQL stores. A :class:`Guard` over it
+    claims, replays and finishes in one call each, with no store round trip.
 
-    def __init__(self) -> None:
-        self.records: Dict[str, StoredRecord] = {}
-        self._wit: Dict[str, Any] = {}  # key -> (record, its conversion for the component)
+    The records live in the package's runtime instance: if that instance is
+    ever discarded (a trap, a bug), they are gone, and every later use of the
+    store raises :class:`intentkey.IntentkeyTrap` rather than starting empty.
+    """
 
-    def _fenced(self, key: str, token: str) -> Optional[StoredRecord]:
-        rec = self.records.get(key)
-        if rec is None or rec.status is not Status.IN_FLIGHT or rec.owner_token != token:
-            return None
-        return rec
+    def __init__(self, *, _runtime: Optional[b.Runtime] = None) -> None:
+        # `_runtime`: another instance than the package's (tests wrap a store
+        # kept there in failure-injecting stores, which the guard calls
+        # through the `store` import).
+        self._rt = b.runtime() if _runtime is None else _runtime
+        with self._rt.lock:
+            self._handle = self._rt.call(b.MEMORY, "[constructor]memory-store")
+            self._generation = self._rt.generation
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise IntentkeyError("invalid-argument", "store",
+                             "MemoryStore keeps its records inside the component and cannot be subclassed: "
+                             "write a store of the Store protocol that wraps one")
+
+    def handle(self) -> Any:
+        """The guest resource (call with the runtime's lock held)."""
+        if not self._rt.live(self._generation):
+            raise IntentkeyTrap("this MemoryStore's records were in an instance discarded after a trap; "
+                                "they are lost: make a new store")
+        return self._handle
+
+    def method(self, name: str, *args: Any, lookup: Optional[Callable[[str], Lookup]] = None) -> Any:
+        """Calls method `name` of the guest store (`lookup` answers the gateway)."""
+        with self._rt.lock:
+            return self._rt.call_with(None, lookup, b.MEMORY, f"[method]memory-store.{name}", self.handle(), *args)
+
+    def __del__(self) -> None:
+        try:
+            self._rt.drop(self._handle, self._generation, now=False)
+        except Exception:
+            pass
+
+    @property
+    def records(self) -> Dict[str, StoredRecord]:
+        """A snapshot of every record, by key."""
+        return {r.key: r for r in (b.stored_from_wit(w) for w in self.method("records"))}
 
     def insert(self, record: StoredRecord) -> bool:
-        return self.records.setdefault(record.key, record) is record
+        return bool(self.method("insert", b.stored_to_wit(record)))
 
     def get(self, key: str) -> Optional[StoredRecord]:
-        return self.records.get(key)
-
-    def _wit_get(self, key: str, convert: Callable[[StoredRecord], Any]) -> Any:
-        # get() as the component's store import answers it: each stored record
-        # (immutable) is converted once and the conversion kept with its key.
-        rec = self.get(key)
-        if rec is None:
-            return None
-        kept = self._wit.get(key)
-        if kept is None or kept[0] is not rec:
-            if len(self._wit) > len(self.records):  # records removed behind the store's back
-                self._wit = {k: v for k, v in self._wit.items() if self.records.get(k) is v[0]}
-            kept = self._wit[key] = (rec, convert(rec))
-        return kept[1]
+        found = self.method("get", b.text("key", key))
+        return None if found is None else b.stored_from_wit(found)
 
     def complete(self, completion: Completion) -> bool:
-        rec = self._fenced(completion.key, completion.owner_token)
-        if rec is None:
-            return False
-        self.records[rec.key] = StoredRecord(
-            rec.key, rec.fingerprint, rec.tenant_id, rec.action_type, Status.DONE, rec.owner_token,
-            completion.response, rec.created_at, completion.expires_at, rec.lookups, None)
-        return True
+        return bool(self.method("complete", b.completion_to_wit(completion)))
 
     def replace(self, replacement: Replacement) -> bool:
-        nxt = replacement.record
-        rec = self._fenced(nxt.key, replacement.expected_token)
-        if rec is None or rec.lookups != replacement.expected_lookups:
-            return False
-        self.records[nxt.key] = StoredRecord(
-            rec.key, rec.fingerprint, rec.tenant_id, rec.action_type, nxt.status, nxt.owner_token,
-            nxt.response, nxt.created_at, nxt.expires_at, nxt.lookups, nxt.next_lookup_at)
-        return True
+        return bool(self.method("replace", b.replacement_to_wit(replacement)))
 
     def release(self, request: ReleaseRequest) -> bool:
-        if self._fenced(request.key, request.owner_token) is None:
-            return False
-        del self.records[request.key]
-        self._wit.pop(request.key, None)
-        return True
+        return bool(self.method("release", b.release_to_wit(request)))
 
     def list(self, status: Status, limit: int) -> List[StoredRecord]:
-        found = sorted((r for r in self.records.values() if r.status is status), key=lambda r: (r.created_at, r.key))
-        return found[:limit]
+        return [b.stored_from_wit(w) for w in self.method("list", b.status_to_wit(status), b.uint("limit", limit, 32))]
 
     def purge(self, now: int) -> int:
-        # Done records at or past their expiry (the core's rule, as the SQL stores' purge statement).
-        gone = [k for k, r in self.records.items() if r.status is Status.DONE and r.expires_at is not None and r.expires_at <= now]
-        for key in gone:
-            del self.records[key]
-            self._wit.pop(key, None)
-        return len(gone)
+        return int(self.method("purge", b.s64("now", now)))
 
 
 @dataclass(frozen=True)
@@ -280,15 +280,41 @@ class Guard(GuardBase):
                                  "this store is asynchronous: use intentkey.aio.AsyncGuard")
         self.store = store
 
-    def _call(self, name: str, *args: Any, lookup: Optional[Callable[[str], Lookup]] = None) -> Any:
+    def _call(self, name: str, *args: Any, lookup: Optional[Callable[[str], Lookup]] = None,
+              seeded: bool = False) -> Any:
+        # Over a MemoryStore the guest store is the store: its methods, with
+        # the owner token's random bytes given (the `guard` export draws them
+        # from the `random` import).
+        mem = in_guest(self.store, self._rt)
+        if mem is not None:
+            return mem.method(name, *args, *((os.urandom(b.SEED_BYTES),) if seeded else ()), lookup=lookup)
         return self._rt.call_with(self.store, lookup, b.GUARD, name, *args)
 
     def claim(self, attempt: Attempt, *, now: Optional[int] = None) -> Claim:
         """Claims the attempt's key: ``OWNED`` (run the effect, then
         :meth:`finish`), ``IN_FLIGHT`` (409), ``DONE`` (replay ``response``) or
         ``PAYLOAD_CONFLICT`` (422)."""
-        claimed = b.unwrap_record(self._call("claim", b.attempt_to_wit(attempt), self.now(now)))
+        claimed = b.unwrap_record(self._call("claim", b.attempt_to_wit(attempt), self.now(now), seeded=True))
         return claim_from_wit(claimed.outcome, b.get(claimed, "owner_token"))
+
+    def claim_intent(self, keyer: Keyer, tenant_id: str, action_type: str, payload: Any, intent_epoch: int, *,
+                     intent_id: Optional[str] = None, key_hex_length: Optional[int] = None,
+                     now: Optional[int] = None) -> Tuple[str, Claim]:
+        """``keyer.intent_attempt(...)`` then :meth:`claim`: the attempt's key
+        and its claim (finish with that key). Over a :class:`MemoryStore` both
+        are one call into the core."""
+        store = in_guest(self.store, self._rt)
+        if store is None or keyer._guest._rt is not self._rt:
+            attempt = keyer.intent_attempt(tenant_id, action_type, payload, intent_epoch, intent_id, key_hex_length)
+            return attempt.key, self.claim(attempt, now=now)
+        at = self.now(now)
+        with self._rt.lock:
+            answer = self._rt.call(b.MEMORY, "[method]memory-store.claim-intent", store.handle(), keyer._guest.handle(),
+                                   intent_wit(tenant_id, action_type, payload, intent_epoch),
+                                   None if intent_id is None else b.text("intent_id", intent_id),
+                                   b.key_length(key_hex_length), at, os.urandom(b.SEED_BYTES))
+        claimed = b.unwrap_record(answer)
+        return claimed.key, claim_from_wit(claimed.outcome, b.get(claimed, "owner_token"))
 
     def finish(self, key: str, owner_token: str, result: EffectResult, *, now: Optional[int] = None) -> Finished:
         """Finishes an owned attempt by its outcome class: a terminal answer
@@ -305,7 +331,8 @@ class Guard(GuardBase):
         is asked again later and never re-executes, a trusted absent (a
         read-your-writes destination) hands the record to a new owner."""
         answer = b.unwrap_record(self._call("recover", b.text("key", key), self.now(now),
-                                            self.recovery_rules(read_your_writes), lookup=_safe_lookup(lookup)))
+                                            self.recovery_rules(read_your_writes), lookup=_safe_lookup(lookup),
+                                            seeded=True))
         return recovery_from_wit(answer.outcome, b.get(answer, "owner_token"))
 
     def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
@@ -314,7 +341,8 @@ class Guard(GuardBase):
 
     def purge(self, *, now: Optional[int] = None) -> int:
         """Deletes done records past their expiry; how many."""
-        return int(b.unwrap(self._call("purge", self.now(now))))
+        purged = self._call("purge", self.now(now))
+        return int(purged if in_guest(self.store, self._rt) is not None else b.unwrap(purged))
 
     def run(self, attempt: Attempt, effect: Callable[[str], Any], *, lookup: Optional[Callable[[str], Lookup]] = None,
             read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect") -> RunResult:
@@ -350,13 +378,31 @@ def _safe_lookup(lookup: Callable[[str], Lookup]) -> Callable[[str], Lookup]:
     return ask
 
 
+def in_guest(store: Any, rt: b.Runtime) -> Optional[MemoryStore]:
+    """`store` when it is a :class:`MemoryStore` in `rt`'s instance: the guard
+    then calls its methods (one call per claim, finish or flow step); any
+    other store is performed through the ``store`` import."""
+    return store if isinstance(store, MemoryStore) and store._rt is rt else None
+
+
+def advance(rt: b.Runtime, store: Any, lookup: Optional[Callable[[str], Lookup]], flow: Any,
+            done: Optional[Variant]) -> Any:
+    """One ``advance`` of `flow` over `store` (call with the runtime's lock
+    held): a :class:`MemoryStore`'s own, else the ``guard`` export's over the
+    ``store`` import."""
+    mem = in_guest(store, rt)
+    if mem is not None:
+        return rt.call_with(None, lookup, b.MEMORY, "[method]memory-store.advance", mem.handle(), flow, done)
+    return rt.call_with(store, lookup, b.GUARD, "advance", flow, done)
+
+
 def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any],
               lookup: Optional[Callable[[str], Lookup]], clock: Callable[[], float]) -> RunResult:
     """Drives one run flow of the core over a synchronous store: the flow
     sequences, the store performs through the import, this runs the effect
     when the flow says so."""
     with rt.lock:
-        flow = b.unwrap(rt.call(b.FLOWS, "[static]flow.run", spec, os.urandom(16)))
+        flow = b.unwrap(rt.call(b.FLOWS, "[static]flow.run", spec, os.urandom(b.SEED_BYTES)))
         generation = rt.generation
     value: Any = None
     error: Optional[BaseException] = None
@@ -367,7 +413,7 @@ def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any]
             with rt.lock:
                 if not rt.live(generation):
                     raise IntentkeyTrap("the instance running this flow was discarded (a trap in another call)")
-                step = b.unwrap_variant(rt.call_with(store, lookup, b.GUARD, "advance", flow, done))
+                step = b.unwrap_variant(advance(rt, store, lookup, flow, done))
             if step.tag == "done":
                 return run_result(step.payload, result, value, error)
             op: Any = step.payload

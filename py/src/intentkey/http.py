@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from wasmtime.component import Variant
 
 from . import _binding as b
-from .claims import Guard, claim_to_wit
+from .claims import Guard, advance, claim_to_wit
 from .errors import IntentkeyError, IntentkeyTrap
 from .keys import Keyring, SecretInput, _policy
 from .types import Attempt, Claim, Finished, Reply, StoreError
@@ -289,7 +289,7 @@ class Endpoint:
         started = _now(now) if now is not None else int(clock())
         with rt.lock:
             created = rt.call(b.FLOWS, "[static]flow.serve", self._guest.handle(), request._wit(), guard._wit_rules,
-                              os.urandom(16), started)
+                              os.urandom(b.SEED_BYTES), started)
             generation = rt.generation
         flow = b.unwrap(created)
         ran = False
@@ -301,7 +301,7 @@ class Endpoint:
                 with rt.lock:
                     if not rt.live(generation):
                         raise IntentkeyTrap("the instance serving this request was discarded (a trap in another call)")
-                    step = b.unwrap_variant(rt.call_with(guard.store, None, b.GUARD, "advance", flow, done))
+                    step = b.unwrap_variant(advance(rt, guard.store, None, flow, done))
                 if step.tag == "done":
                     if step.payload.tag != "served":
                         raise IntentkeyTrap(f"the serve flow answered {step.payload.tag!r}, not served")
