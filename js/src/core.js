@@ -32,7 +32,7 @@ export { IntentkeyError, IntentkeyTrapError };
  */
 export function createApi({ instantiate, getCoreModule, world, prepare }) {
   if (world !== 'intentkey' && world !== 'pure') throw new TypeError(`unknown component world ${world}`);
-  const { instance, callOn, call, driving, flow, rawClaims, rawSchema, withSecret, withKeyring, randomBytes } =
+  const { instance, callOn, call, driving, flow, migration, rawClaims, rawSchema, withSecret, withKeyring, randomBytes } =
     createInstance({ instantiate, getCoreModule, world });
 
   const createEndpoint = endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, flow });
@@ -57,7 +57,7 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
   /** A run flow's seed: 16 random bytes, from which the core derives its owner tokens. */
   const seed = () => randomBytes(16);
 
-  const internal = Object.freeze({ driving, flow, rawClaims, rawSchema, defaultAnswers, ownerToken, seed, world });
+  const internal = Object.freeze({ driving, flow, migration, rawClaims, rawSchema, defaultAnswers, ownerToken, seed, world });
 
   const createKeyer = keyerFactory({ instance, call, withSecret, withKeyring });
   const { newUuidKey, uuidKey, answerLines, unreadableLineAnswer } = linesFactory({ instance, call });

@@ -290,6 +290,29 @@ export function createInstance({ instantiate, getCoreModule, world }) {
     };
   }
 
+  /**
+   * The core's migration flow (the `schema` export's `migration-flow`) of
+   * `dialect` and `schema`: start and resume it, then drop it. Each step is
+   * { tag: 'io', val: { tag: 'execute' | 'query', val: { text, params } } } or
+   * { tag: 'done', val: { fromVersion, toVersion } }; resume takes a query's
+   * value (a bigint, undefined for none and after a statement).
+   */
+  function migration(dialect, schema) {
+    const inst = instance();
+    let resource = callOn(inst, (i) => i.schema.MigrationFlow.create(dialect, schema));
+    return {
+      start: () => callOn(inst, () => resource.start()),
+      resume: (value) => callOn(inst, () => resource.resume(value)),
+      drop() {
+        const r = resource;
+        if (r === null) return;
+        resource = null;
+        const dispose = r[Symbol.dispose] ?? r[Symbol.for('dispose')];
+        if (typeof dispose === 'function' && !inst.poisoned) dispose.call(r);
+      },
+    };
+  }
+
   /** A call of the raw `claims` exports (WIT values in and out). */
   function rawClaims(fn) {
     const inst = instance();
@@ -341,7 +364,7 @@ export function createInstance({ instantiate, getCoreModule, world }) {
     }
   }
 
-  return { instance, callOn, call, driving, flow, rawClaims, rawSchema, withSecret, withKeyring, randomBytes };
+  return { instance, callOn, call, driving, flow, migration, rawClaims, rawSchema, withSecret, withKeyring, randomBytes };
 }
 
 function hostError(code, field, message) {

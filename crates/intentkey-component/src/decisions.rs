@@ -6,8 +6,9 @@ use crate::bindings::exports::intentkey::core::{claims, schema};
 use crate::bindings::intentkey::core::types as t;
 use crate::Component;
 use intentkey::claim as core;
-use intentkey::claim::sql;
+use intentkey::claim::{migrate, sql};
 use intentkey::journal;
+use std::cell::RefCell;
 
 impl claims::Guest for Component {
     fn decide_existing(existing: t::Record, fingerprint: String) -> t::ClaimOutcome {
@@ -79,6 +80,8 @@ impl claims::Guest for Component {
 }
 
 impl schema::Guest for Component {
+    type MigrationFlow = Migration;
+
     fn migrations() -> Vec<schema::Migration> {
         core::schema::migrations()
             .into_iter()
@@ -154,10 +157,7 @@ impl schema::Guest for Component {
         dialect: schema::SqlDialect,
         schema_name: Option<String>,
     ) -> Result<Vec<schema::SqlStatement>, t::Error> {
-        let dialect = match dialect {
-            schema::SqlDialect::Sqlite => sql::Dialect::Sqlite,
-            schema::SqlDialect::Postgres => sql::Dialect::Postgres,
-        };
+        let dialect = dialect_in(dialect);
         let statements =
             sql::statements(dialect, schema_name.as_deref()).map_err(t::Error::from)?;
         Ok(statements
@@ -217,6 +217,64 @@ impl schema::Guest for Component {
                 sql::Claimed::Existing(r) => schema::SqlClaimed::Existing(t::Record::from(*r)),
             },
         )
+    }
+}
+
+fn dialect_in(dialect: schema::SqlDialect) -> sql::Dialect {
+    match dialect {
+        schema::SqlDialect::Sqlite => sql::Dialect::Sqlite,
+        schema::SqlDialect::Postgres => sql::Dialect::Postgres,
+    }
+}
+
+/// The core's migration flow, owned by the host through a resource handle.
+pub(crate) struct Migration(RefCell<migrate::MigrationFlow>);
+
+fn migration_step(step: migrate::MigrationStep) -> schema::MigrationStep {
+    let call = |c: migrate::SqlCall| schema::SqlCall {
+        text: c.text,
+        params: values_out(c.params),
+    };
+    match step {
+        migrate::MigrationStep::Io(migrate::MigrationOp::Execute(c)) => {
+            schema::MigrationStep::Io(schema::MigrationOp::Execute(call(c)))
+        }
+        migrate::MigrationStep::Io(migrate::MigrationOp::Query(c)) => {
+            schema::MigrationStep::Io(schema::MigrationOp::Query(call(c)))
+        }
+        migrate::MigrationStep::Done(d) => schema::MigrationStep::Done(schema::Migrated {
+            from_version: d.from_version,
+            to_version: d.to_version,
+        }),
+    }
+}
+
+impl schema::GuestMigrationFlow for Migration {
+    fn create(
+        dialect: schema::SqlDialect,
+        schema_name: Option<String>,
+    ) -> Result<schema::MigrationFlow, t::Error> {
+        let flow = migrate::MigrationFlow::new(dialect_in(dialect), schema_name.as_deref())
+            .map_err(t::Error::from)?;
+        Ok(schema::MigrationFlow::new(Migration(RefCell::new(flow))))
+    }
+
+    fn start(&self) -> schema::MigrationStep {
+        migration_step(self.0.borrow_mut().start())
+    }
+
+    fn resume(&self, value: Option<i64>) -> Result<schema::MigrationStep, t::Error> {
+        let mut flow = self.0.borrow_mut();
+        let result = if flow.awaits_query() {
+            migrate::MigrationResult::Queried(value)
+        } else if value.is_none() {
+            migrate::MigrationResult::Executed
+        } else {
+            migrate::MigrationResult::Queried(value) // a value after a statement: the flow's misuse
+        };
+        flow.resume(result)
+            .map(migration_step)
+            .map_err(|e| t::Error::from(intentkey::Error::from(e)))
     }
 }
 

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use intentkey::claim::schema::{migrations, migrations_table, MIGRATION_LOCK, SCHEMA_VERSION};
-use intentkey::claim::sql::{self, Kind, Value};
+use intentkey::claim::migrate::{MigrationFlow, MigrationOp, MigrationResult, MigrationStep};
+use intentkey::claim::sql::{self, Dialect, Kind, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use postgres::{Client, NoTls, Statement};
 
@@ -81,6 +81,11 @@ fn lock(slot: &Mutex<Option<Connection>>) -> MutexGuard<'_, Option<Connection>> 
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A migration the flow stopped (a database at a newer schema): fatal.
+fn migration_error(e: &intentkey::Error) -> Failure {
+    Failure::Store(StoreError::fatal(format!("postgres: {}", e.message())))
+}
+
 impl PostgresStore {
     /// Connects and applies every missing migration of the one schema (in one
     /// transaction under the shared advisory lock).
@@ -94,32 +99,45 @@ impl PostgresStore {
             client: Mutex::new(None),
             fast: Mutex::new(None),
         };
-        let newer = store.with(&store.client, "", |client| {
+        store.with(&store.client, "", |client| {
+            // The core's migration flow names each statement; this runs them
+            // in one transaction.
             let mut tx = client.client.transaction()?;
-            tx.execute(text(Kind::MigrationLock)?, &[&MIGRATION_LOCK])?;
-            tx.batch_execute(&migrations_table())?;
-            let version: i32 = tx.query_one(text(Kind::MigratedVersion)?, &[])?.get(0);
-            if i64::from(version) > i64::from(SCHEMA_VERSION) {
-                return Ok(Some(version));
-            }
-            for migration in migrations() {
-                if i64::from(migration.version) <= i64::from(version) {
-                    continue;
-                }
-                for statement in &migration.statements {
-                    tx.batch_execute(statement)?;
-                }
-                let v = i32::try_from(migration.version).unwrap_or(i32::MAX);
-                tx.execute(text(Kind::RecordMigration)?, &[&v])?;
+            let mut flow =
+                MigrationFlow::new(Dialect::Postgres, None).map_err(|e| migration_error(&e))?;
+            let mut step = flow.start();
+            loop {
+                let result = match step {
+                    MigrationStep::Done(_) => break,
+                    MigrationStep::Io(MigrationOp::Execute(call)) if call.params.is_empty() => {
+                        tx.batch_execute(&call.text)?;
+                        MigrationResult::Executed
+                    }
+                    MigrationStep::Io(MigrationOp::Execute(call)) => {
+                        let statement = tx.prepare(&call.text)?;
+                        let params = bind(call.params, statement.params())?;
+                        tx.execute(&statement, &refs(&params))?;
+                        MigrationResult::Executed
+                    }
+                    MigrationStep::Io(MigrationOp::Query(call)) => {
+                        let row = tx.query_opt(&call.text, &[])?;
+                        let value = match row {
+                            Some(row) => super::pg_sql::row_values(&row)?.into_iter().next(),
+                            None => None,
+                        };
+                        MigrationResult::Queried(match value {
+                            Some(Value::Integer(n)) => Some(n),
+                            _ => None,
+                        })
+                    }
+                };
+                step = flow
+                    .resume(result)
+                    .map_err(|e| migration_error(&intentkey::Error::from(e)))?;
             }
             tx.commit()?;
-            Ok(None)
+            Ok(())
         })?;
-        if let Some(version) = newer {
-            return Err(StoreError::fatal(format!(
-                "postgres: the database has schema version {version}; this build knows {SCHEMA_VERSION}: upgrade intentkey"
-            )));
-        }
         Ok(store)
     }
 

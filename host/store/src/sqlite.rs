@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use intentkey::claim::schema::{migrations, SCHEMA_VERSION};
+use intentkey::claim::migrate::{MigrationFlow, MigrationOp, MigrationResult, MigrationStep};
 use intentkey::claim::sql::{self, Dialect, Kind, Statements, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::{Store, StoreError};
 
@@ -126,31 +126,37 @@ impl SqliteStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Applies every migration above `PRAGMA user_version`, in one
-    /// `BEGIN IMMEDIATE` transaction (one writer at a time).
+    /// Runs the core's migration flow in one `BEGIN IMMEDIATE` transaction
+    /// (one writer at a time): it reads `PRAGMA user_version` and names each
+    /// missing migration's statements and the new version.
     fn migrate(&self) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(err)?;
-        let version: i64 = tx
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(err)?;
-        if version > i64::from(SCHEMA_VERSION) {
-            return Err(StoreError::fatal(format!(
-                "sqlite: the database has schema version {version}; this build knows {SCHEMA_VERSION}: upgrade intentkey"
-            )));
+        let stopped = |e: intentkey::Error| StoreError::fatal(format!("sqlite: {}", e.message()));
+        let mut flow = MigrationFlow::new(Dialect::Sqlite, None).map_err(stopped)?;
+        let mut step = flow.start();
+        loop {
+            let result = match step {
+                MigrationStep::Done(_) => break,
+                MigrationStep::Io(MigrationOp::Execute(call)) => {
+                    execute(&tx, &call.text, &call.params)?;
+                    MigrationResult::Executed
+                }
+                MigrationStep::Io(MigrationOp::Query(call)) => {
+                    let value: Option<i64> = tx
+                        .query_row(&call.text, [], |r| r.get(0))
+                        .optional()
+                        .map_err(err)?
+                        .flatten();
+                    MigrationResult::Queried(value)
+                }
+            };
+            step = flow
+                .resume(result)
+                .map_err(|e| stopped(intentkey::Error::from(e)))?;
         }
-        for migration in migrations() {
-            if i64::from(migration.version) <= version {
-                continue;
-            }
-            for statement in &migration.statements {
-                tx.execute_batch(statement).map_err(err)?;
-            }
-        }
-        tx.pragma_update(None, "user_version", i64::from(SCHEMA_VERSION))
-            .map_err(err)?;
         tx.commit().map_err(err)
     }
 }

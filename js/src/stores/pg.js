@@ -9,7 +9,7 @@
 // prepares, binds and runs (docs/stores.md). Every operation is one statement;
 // every write after the claim is fenced on the owner token. The operations are asynchronous, so the guard drives
 // the core's claim flow through the `flows` resource (no sequencing here).
-import { TRUSTED, coreSchema, newerSchema, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { TRUSTED, migrationError, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -27,9 +27,8 @@ async function loadDriver() {
   }
 }
 
-function quoteIdent(name) {
+function checkSchema(name) {
   if (typeof name !== 'string' || name.length === 0) throw new TypeError('schema must be a non-empty string');
-  return `"${name.replaceAll('"', '""')}"`;
 }
 
 /** The core's parameters as node-postgres binds them (integers as decimal text). */
@@ -67,27 +66,22 @@ function rowValues(row, fields) {
 
 const isPool = (x) => typeof x.connect === 'function' && 'totalCount' in x && 'idleCount' in x;
 
-/** Applies every missing migration, under the advisory lock, in one transaction. */
-async function migrate(client, schema, sql) {
-  const { migrations, migrationsTable, schemaVersion, migrationLock } = coreSchema();
+/** Runs the core's migration flow (lock, search path, migrations table, each missing migration) in one transaction. */
+async function migrate(client, schema) {
+  const flow = migrationFlow('postgres', schema);
   await client.query('BEGIN');
   try {
-    await client.query(sql['migration-lock'].text, [migrationLock.toString()]);
-    // The DDL stays verbatim: a `schema` option puts it there through search_path.
-    if (schema !== undefined) await client.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
-    await client.query(migrationsTable);
-    const { rows } = await client.query({ text: sql['migrated-version'].text, rowMode: 'array' });
-    const version = Number(rows[0][0]);
-    if (version > schemaVersion) throw newerSchema('PostgreSQL schema', version, schemaVersion);
-    for (const m of migrations) {
-      if (m.version <= version) continue;
-      for (const statement of m.statements) await client.query(statement);
-      await client.query(sql['record-migration'].text, [m.version]);
+    let step = flow.step();
+    while (step.done === undefined) {
+      const { rows } = await client.query({ text: step.text, values: bind(step.params), rowMode: 'array' });
+      step = flow.step(step.query && rows.length > 0 ? rows[0][0] : undefined);
     }
     await client.query('COMMIT');
   } catch (e) {
     await client.query('ROLLBACK').catch(() => {});
-    throw e;
+    throw e.payload === undefined ? e : migrationError('postgres', e);
+  } finally {
+    flow.drop();
   }
 }
 
@@ -118,7 +112,7 @@ export async function pgStore(poolOrConfig, options = {}) {
     throw new TypeError('pgStore takes a pg Pool, a connected pg Client or a Pool config object');
   }
   const schema = options.schema;
-  if (schema !== undefined) quoteIdent(schema);
+  if (schema !== undefined) checkSchema(schema);
   // The core's statements, on the table in `schema` (quoted and qualified by the
   // core) or the one search_path finds; each has a short prepared-statement name,
   // unique per statement and table, so stores on many schemas share a connection.
@@ -139,12 +133,12 @@ export async function pgStore(poolOrConfig, options = {}) {
     if (pool) {
       const client = await db.connect();
       try {
-        await migrate(client, schema, sql);
+        await migrate(client, schema);
       } finally {
         client.release();
       }
     } else {
-      await migrate(db, schema, sql);
+      await migrate(db, schema);
     }
   } catch (e) {
     if (owned) await db.end();

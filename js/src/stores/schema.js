@@ -131,10 +131,39 @@ export function storedStatus(witStatus) {
   return s;
 }
 
-/** Why a schema version is refused. */
-export function newerSchema(where, version, latest) {
-  return new Error(
-    `intentkey: this ${where} is at schema version ${version}; this package knows version ${latest} ` +
-      '(upgrade intentkey)',
-  );
+/**
+ * The core's migration flow of `dialect` ('sqlite' or 'postgres'; `schema`:
+ * where PostgreSQL's tables live): the one order in which every SQL store
+ * brings its schema up to date. `step()` answers the first operation,
+ * `step(value)` the next one after the last ran (`value`: a query's first
+ * column, null or undefined when there was no row, ignored after a
+ * statement), each { query: boolean, text, params (sql-values) } or
+ * { done: { fromVersion, toVersion } }. The store runs them in one
+ * transaction, commits at done and rolls back on any error (a database at a
+ * newer schema throws from `step`). `drop()` when done.
+ */
+export function migrationFlow(dialect, schema) {
+  const flow = internal.migration(dialect, schema);
+  let started = false;
+  const shape = (raw) =>
+    raw.tag === 'done'
+      ? { done: raw.val }
+      : { query: raw.val.tag === 'query', text: raw.val.val.text, params: raw.val.val.params };
+  return {
+    step(value) {
+      if (!started) {
+        started = true;
+        return shape(flow.start());
+      }
+      return shape(flow.resume(value === undefined || value === null ? undefined : BigInt(value)));
+    },
+    drop: () => flow.drop(),
+  };
+}
+
+/** A migration the core's flow stopped (a database at a newer schema), as the store's error. */
+export function migrationError(where, e) {
+  return new Error(`intentkey: ${where}: ${e?.payload?.message ?? (e instanceof Error ? e.message : String(e))}`, {
+    cause: e,
+  });
 }

@@ -10,7 +10,7 @@
 // component's `store` import. Fast completions (`completion.fast`) are written
 // like any other: SQLite has no per-transaction asynchronous commit.
 import { createRequire } from 'node:module';
-import { TRUSTED, coreSchema, newerSchema, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { TRUSTED, migrationError, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -40,29 +40,28 @@ function isDatabase(value) {
   );
 }
 
-/** Applies the component's migrations above PRAGMA user_version, in one IMMEDIATE transaction. */
+/**
+ * Runs the core's migration flow (PRAGMA user_version, each missing migration,
+ * the new version) in one IMMEDIATE transaction: one writer at a time.
+ */
 function migrate(db) {
-  const { migrations, schemaVersion } = coreSchema();
-  const check = (version) => {
-    if (version > schemaVersion) throw newerSchema('SQLite database', version, schemaVersion);
-  };
-  const current = db.pragma('user_version', { simple: true });
-  check(current);
-  if (current === schemaVersion) return;
-  const apply = db.transaction(() => {
-    // Read again under the write lock: another process may have migrated meanwhile.
-    const version = db.pragma('user_version', { simple: true });
-    check(version);
-    if (version === schemaVersion) return;
-    for (const m of migrations) {
-      if (m.version <= version) continue;
-      for (const statement of m.statements) db.exec(statement);
-    }
-    // SQLite keeps the version in PRAGMA user_version (as the Rust host does), not
-    // in intentkey_schema_migrations.
-    db.pragma(`user_version = ${schemaVersion}`);
-  });
-  apply.immediate();
+  const flow = migrationFlow('sqlite');
+  try {
+    const apply = db.transaction(() => {
+      let step = flow.step();
+      while (step.done === undefined) {
+        const statement = db.prepare(step.text);
+        const args = step.params.length === 0 ? [] : [bind(step.params)];
+        const row = step.query ? statement.raw(true).get(...args) : (statement.run(...args), undefined);
+        step = flow.step(row === undefined ? undefined : row[0]);
+      }
+    });
+    apply.immediate();
+  } catch (e) {
+    throw e.payload === undefined ? e : migrationError('sqlite', e);
+  } finally {
+    flow.drop();
+  }
 }
 
 /** better-sqlite3's error as a store error: busy or locked is retryable. */

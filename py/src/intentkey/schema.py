@@ -63,6 +63,9 @@ __all__ = [
     "sql_release_params",
     "sql_replace_params",
     "sql_statements",
+    "MigrationFlow",
+    "Migrated",
+    "SqlCall",
 ]
 
 #: One SQL parameter or column value (WIT ``sql-value``): NULL, an integer
@@ -192,6 +195,86 @@ def sql_statements(dialect: str, schema: Optional[str] = None) -> Dict[str, Stat
 
     found: Dict[str, Statement] = _cached(("sql-statements", dialect, schema), make)
     return dict(found)
+
+
+# -- the migration flow --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SqlCall:
+    """A statement the migration flow asks for: run it (``query=False``), or
+    run it and answer the first column of its first row as an integer."""
+
+    text: str
+    params: List[SqlValue]
+    query: bool
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """Where the schema stood and stands."""
+
+    from_version: int
+    to_version: int
+
+
+class MigrationFlow:
+    """The core's migration flow: the one order in which every SQL store of
+    every runtime brings its schema up to date (PostgreSQL: the advisory
+    lock, the search path, the migrations table, the version, each missing
+    migration and its record; SQLite: ``PRAGMA user_version``, each missing
+    migration, the new version). A store opens one transaction (SQLite:
+    ``BEGIN IMMEDIATE``), performs each :class:`SqlCall` that :meth:`start`
+    and :meth:`resume` hand it, commits at :class:`Migrated` and rolls back
+    on any error. A database at a newer version raises ``store-failed``.
+
+    >>> flow = MigrationFlow("sqlite")
+    >>> step = flow.start()
+    >>> step.text, step.query
+    ('PRAGMA user_version', True)
+    >>> flow.resume(schema_version())  # up to date: nothing to apply
+    Migrated(from_version=3, to_version=3)
+    """
+
+    def __init__(self, dialect: str, schema: Optional[str] = None):
+        if schema is not None:
+            b.text("schema", schema)
+        self._last: Optional[SqlCall] = None
+        self._rt = rt = b.runtime("pure")
+        with rt.lock:
+            self._flow = b.unwrap(rt.call(b.SCHEMA, "[static]migration-flow.create", _dialect(dialect), schema))
+            self._generation = rt.generation
+
+    def __del__(self) -> None:
+        try:
+            self._rt.drop(self._flow, self._generation, now=False)
+        except Exception:
+            pass
+
+    def _step(self, method: str, *args: Any) -> Union[SqlCall, Migrated]:
+        rt = self._rt
+        with rt.lock:
+            if not rt.live(self._generation):
+                raise IntentkeyError("component-failed", None, "the instance running this migration was discarded")
+            step = rt.call(b.SCHEMA, f"[method]migration-flow.{method}", self._flow, *args)
+        if method == "resume":
+            step = b.unwrap_variant(step)
+        # migration-step's cases differ in kind (a variant, a record), so
+        # wasmtime-py hands over the case's value untagged.
+        if not isinstance(step, Variant):
+            self._last = None
+            return Migrated(int(b.get(step, "from_version")), int(b.get(step, "to_version")))
+        op = step
+        self._last = SqlCall(str(op.payload.text), _values(op.payload.params), op.tag == "query")
+        return self._last
+
+    def start(self) -> Union[SqlCall, Migrated]:
+        """The first statement."""
+        return self._step("start")
+
+    def resume(self, value: Optional[int] = None) -> Union[SqlCall, Migrated]:
+        """The next statement, after the last one ran; `value`: the last
+        query's value (``None`` for a statement, or a query with no row)."""
+        return self._step("resume", None if value is None else b.s64("value", value))
 
 
 # -- SQL parameters and rows -------------------------------------------------------------

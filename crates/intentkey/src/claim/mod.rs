@@ -47,6 +47,7 @@
 
 pub mod decide;
 pub mod flow;
+pub mod migrate;
 pub mod record;
 pub mod redis;
 pub mod run;

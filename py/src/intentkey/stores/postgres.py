@@ -58,8 +58,9 @@ def _failure(e: BaseException) -> StoreError:
     return StoreError("unavailable" if unavailable else "failed", f"postgres: {message}")
 
 
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+def _first_int(row: Optional[Sequence[Any]]) -> Optional[int]:
+    """The first column of a query's first row, as the migration flow reads it."""
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def _check_schema(schema: Optional[str]) -> Optional[str]:
@@ -92,11 +93,6 @@ def _connect(where: str, given: Any, pool_class: Any, connection_class: Any, max
     raise IntentkeyError("invalid-argument", "conninfo_or_pool",
                          f"{where} takes a connection string, a psycopg_pool.{pool_class.__name__} or a "
                          f"psycopg.{connection_class.__name__}, not {type(given).__name__}")
-
-
-def _newer(version: int, latest: int) -> StoreError:
-    return StoreError("failed", f"postgres: this schema is at version {version}; this package knows version "
-                                f"{latest} (upgrade intentkey)")
 
 
 def _complete_name(completion: Completion, statements: Dict[str, sch.Statement]) -> str:
@@ -152,27 +148,18 @@ class PostgresStore:
                 if self._migrated:
                     return
                 with conn.transaction():
+                    # The core's migration flow names each statement; this runs them.
                     cur = psycopg.RawCursor(conn)
-                    st = self._statements
-                    cur.execute(st["migration-lock"].text, [sch.migration_lock()])
-                    # The DDL stays verbatim: a `schema` puts it there through search_path.
-                    if self.schema is not None:
-                        cur.execute(f"SET LOCAL search_path TO {_quote_ident(self.schema)}")
-                    cur.execute(sch.migrations_table())
-                    row = cur.execute(st["migrated-version"].text).fetchone()
-                    version = int(row[0]) if row is not None else 0
-                    latest = sch.schema_version()
-                    if version > latest:
-                        raise _newer(version, latest)
-                    for m in sch.migrations():
-                        if m.version <= version:
-                            continue
-                        for statement in m.statements:
-                            cur.execute(statement)
-                        cur.execute(st["record-migration"].text, [m.version])
+                    flow = sch.MigrationFlow("postgres", self.schema)
+                    step = flow.start()
+                    while isinstance(step, sch.SqlCall):
+                        cur.execute(step.text, step.params or None)
+                        step = flow.resume(_first_int(cur.fetchone()) if step.query else None)
                 self._migrated = True
         except StoreError:
             raise
+        except IntentkeyError as e:  # the flow's: a database at a newer schema
+            raise StoreError("failed", f"postgres: {e.message}") from None
         except (psycopg.Error, OSError) as e:
             raise _failure(e) from e
 
@@ -286,27 +273,18 @@ class AsyncPostgresStore:
                 if self._migrated:
                     return
                 async with conn.transaction():
+                    # The core's migration flow names each statement; this runs them.
                     cur = psycopg.AsyncRawCursor(conn)
-                    st = self._statements
-                    await cur.execute(st["migration-lock"].text, [sch.migration_lock()])
-                    if self.schema is not None:
-                        await cur.execute(f"SET LOCAL search_path TO {_quote_ident(self.schema)}")
-                    await cur.execute(sch.migrations_table())
-                    await cur.execute(st["migrated-version"].text)
-                    row = await cur.fetchone()
-                    version = int(row[0]) if row is not None else 0
-                    latest = sch.schema_version()
-                    if version > latest:
-                        raise _newer(version, latest)
-                    for m in sch.migrations():
-                        if m.version <= version:
-                            continue
-                        for statement in m.statements:
-                            await cur.execute(statement)
-                        await cur.execute(st["record-migration"].text, [m.version])
+                    flow = sch.MigrationFlow("postgres", self.schema)
+                    step = flow.start()
+                    while isinstance(step, sch.SqlCall):
+                        await cur.execute(step.text, step.params or None)
+                        step = flow.resume(_first_int(await cur.fetchone()) if step.query else None)
                 self._migrated = True
         except StoreError:
             raise
+        except IntentkeyError as e:  # the flow's: a database at a newer schema
+            raise StoreError("failed", f"postgres: {e.message}") from None
         except (psycopg.Error, OSError) as e:
             raise _failure(e) from e
 

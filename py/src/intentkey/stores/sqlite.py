@@ -90,42 +90,26 @@ class SQLiteStore:
     def __repr__(self) -> str:
         return f"SQLiteStore(owned={self._owned})"
 
-    def _version(self) -> int:
-        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
-
     def _migrate(self) -> None:
-        """The component's migrations above ``PRAGMA user_version``, in one IMMEDIATE transaction."""
-        latest = sch.schema_version()
-
-        def check(version: int) -> None:
-            if version > latest:
-                raise StoreError("failed", f"sqlite: this database is at schema version {version}; this package "
-                                           f"knows version {latest} (upgrade intentkey)")
-
+        """The core's migration flow in one ``BEGIN IMMEDIATE`` transaction
+        (one writer at a time): it reads ``PRAGMA user_version``, names each
+        missing migration's statements and the new version; this runs them."""
         db = self.db
         try:
-            current = self._version()
-            check(current)
-            if current == latest:
-                return
+            flow = sch.MigrationFlow("sqlite")
             db.execute("BEGIN IMMEDIATE")
             try:
-                # Read again under the write lock: another process may have migrated meanwhile.
-                version = self._version()
-                check(version)
-                if version < latest:
-                    for m in sch.migrations():
-                        if m.version <= version:
-                            continue
-                        for statement in m.statements:
-                            db.execute(statement)
-                    # As the Rust host and Node: the version lives in PRAGMA user_version.
-                    db.execute(f"PRAGMA user_version = {int(latest)}")
+                step = flow.start()
+                while isinstance(step, sch.SqlCall):
+                    row = db.execute(step.text, step.params).fetchone()
+                    step = flow.resume(None if not step.query or row is None or row[0] is None else int(row[0]))
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+        except IntentkeyError as e:  # the flow's: a database at a newer schema
+            raise StoreError("failed", f"sqlite: {e.message}") from None
         except sqlite3.Error as e:
             raise _failure(e) from e
 
