@@ -249,3 +249,22 @@ def test_a_body_shorter_than_announced_claims_nothing():
     body = b"".join(guarded(environ, lambda status, headers, exc_info=None: statuses.append(status)))
     assert statuses == ["400 Bad Request"] and body == b""
     assert ran == [] and store.records == {}, "a truncated body must neither run the app nor claim the key"
+
+
+def test_repeated_key_header_lines_are_refused_as_in_asgi():
+    # A WSGI server joins repeated header lines into one value ("a, b"); in
+    # the ietf profile the core reads that value as a list of two keys and
+    # refuses it, as it refuses two lines seen apart (ASGI, Node): the handler
+    # never runs, nothing is claimed. (stripe and ofb keys may hold ", ": the
+    # limit docs/http.md states.)
+    profile = "ietf"
+    orders, middleware, store, errors = make(profile)
+    header = middleware.endpoint.header_name
+    endpoint = intentkey.http.Endpoint(secret=SECRET, profile=profile)
+    apart = endpoint.admit(intentkey.http.Request("t", "POST", "/orders", ['"k-1"', '"k-2"'], "application/json", b"{}"),
+                           now=1_700_000_000)
+    assert apart.reply is not None and apart.reply.status == 400
+    with Server(orders.app) as server, httpx.Client(base_url=server.url, timeout=10) as client:
+        both = client.post("/orders", json={"amount": 10}, headers=[(header, '"k-1"'), (header, '"k-2"')])
+        assert both.status_code == apart.reply.status, both.text
+        assert orders.count == 0 and store.records == {}
