@@ -6,6 +6,7 @@
 // replay with its allow-listed headers and `Idempotent-Replayed`). This file only
 // converts JavaScript values to the WIT types and back.
 import { IntentkeyError } from './errors.js';
+import { disposeResource } from './instance.js';
 import { NO_BYTES, bytesIn, decisionIn, isWellFormed, secondsIn, text } from './claims.js';
 
 /** The profiles the core knows (the WIT `profile` enum). */
@@ -327,10 +328,8 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       /** Frees the endpoint (and its copy of the secret) inside the component now. */
       dispose() {
         const r = live;
-        if (r === null) return;
         live = null;
-        const drop = r[Symbol.dispose] ?? r[Symbol.for('dispose')];
-        if (typeof drop === 'function' && !inst.poisoned) drop.call(r);
+        disposeResource(inst, r);
       },
     });
   };

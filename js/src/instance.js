@@ -12,6 +12,16 @@ const WIT_VERSION = '0.6.0';
 // end of generated block
 
 /**
+ * Frees a guest resource of `inst` now (a no-op for null, or when the
+ * instance was poisoned by a trap: its resources went with it).
+ */
+export function disposeResource(inst, resource) {
+  if (resource === null || resource === undefined) return;
+  const dispose = resource[Symbol.dispose] ?? resource[Symbol.for('dispose')];
+  if (typeof dispose === 'function' && !inst.poisoned) dispose.call(resource);
+}
+
+/**
  * The instance of one transpiled component and the ways to call it.
  * @param {{ instantiate: Function, getCoreModule: (name: string) => WebAssembly.Module, world: 'intentkey' | 'pure' }}
  *   component see createApi (core.js)
@@ -282,10 +292,8 @@ export function createInstance({ instantiate, getCoreModule, world }) {
       advance: (store, done) => driving(store, null, (g) => g.advance(resource, done), inst),
       drop() {
         const r = resource;
-        if (r === null) return;
         resource = null;
-        const dispose = r[Symbol.dispose] ?? r[Symbol.for('dispose')];
-        if (typeof dispose === 'function' && !inst.poisoned) dispose.call(r);
+        disposeResource(inst, r);
       },
     };
   }
@@ -305,10 +313,8 @@ export function createInstance({ instantiate, getCoreModule, world }) {
       resume: (value) => callOn(inst, () => resource.resume(value)),
       drop() {
         const r = resource;
-        if (r === null) return;
         resource = null;
-        const dispose = r[Symbol.dispose] ?? r[Symbol.for('dispose')];
-        if (typeof dispose === 'function' && !inst.poisoned) dispose.call(r);
+        disposeResource(inst, r);
       },
     };
   }

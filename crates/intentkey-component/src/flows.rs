@@ -95,6 +95,52 @@ impl AnyFlow {
     }
 }
 
+/// Advances `flow` over a store: every store operation it asks for is done
+/// by `perform` (its own error, or the store's failure, which goes to a
+/// flow that takes failures and is the error of any other), until it needs
+/// what only the host has (`effect`, `ask`, `wait`) or is done.
+#[cfg(feature = "guard")]
+pub(crate) fn advance(
+    flow: wit::FlowBorrow<'_>,
+    done: Option<OpResult>,
+    mut perform: impl FnMut(Op) -> Result<Result<core::OpResult, t::StoreError>, t::Error>,
+) -> Result<Step, t::Error> {
+    let resource = flow.get::<FlowResource>();
+    let mut any = resource.0.borrow_mut();
+    let mut step = match done {
+        None => any.start(),
+        Some(result) => any.resume_wit(result)?,
+    };
+    loop {
+        step = match step {
+            Step::Io(op @ (Op::Ask(_) | Op::Effect(_) | Op::Wait(_))) => return Ok(Step::Io(op)),
+            Step::Done(out) => return Ok(Step::Done(out)),
+            Step::Io(op) => match perform(op)? {
+                Ok(result) => any.resume(result)?,
+                Err(e) if any.takes_failures() => any.resume(core::OpResult::Failed(e.into()))?,
+                Err(e) => return Err(crate::convert::store_error(e)),
+            },
+        };
+    }
+}
+
+/// The core's finish flow of WIT arguments.
+pub(crate) fn finish_flow(
+    key: &str,
+    owner_token: &str,
+    effect: t::EffectResult,
+    now: i64,
+    rules: t::Rules,
+) -> core::FinishFlow {
+    core::FinishFlow::new(
+        key,
+        owner_token,
+        core::EffectResult::from(effect),
+        now,
+        &core::Rules::from(rules),
+    )
+}
+
 pub(crate) fn op_out(op: core::Op) -> Op {
     match op {
         core::Op::Insert(r) => Op::Insert(t::Record::from(r)),
@@ -177,12 +223,12 @@ impl GuestFlow for FlowResource {
         now: i64,
         rules: t::Rules,
     ) -> wit::Flow {
-        Self::handle(AnyFlow::Finish(core::FinishFlow::new(
+        Self::handle(AnyFlow::Finish(finish_flow(
             &key,
             &owner_token,
-            core::EffectResult::from(result),
+            result,
             now,
-            &core::Rules::from(rules),
+            rules,
         )))
     }
 

@@ -6,7 +6,6 @@ use crate::bindings::exports::intentkey::core::guard::{self as wit, Claimed, Rec
 use crate::bindings::intentkey::core::types as t;
 use crate::bindings::intentkey::core::{gateway, random, store};
 use crate::convert::store_error;
-use crate::flows::FlowResource;
 use crate::Component;
 use intentkey::claim::{self as core, ClaimStore, DriveError};
 
@@ -83,27 +82,7 @@ fn perform(op: Op) -> Result<Result<core::OpResult, t::StoreError>, t::Error> {
 
 impl wit::Guest for Component {
     fn advance(flow: FlowBorrow<'_>, done: Option<OpResult>) -> Result<Step, t::Error> {
-        let resource = flow.get::<FlowResource>();
-        let mut any = resource.0.borrow_mut();
-        let mut step = match done {
-            None => any.start(),
-            Some(result) => any.resume_wit(result)?,
-        };
-        loop {
-            step = match step {
-                Step::Io(op @ (Op::Ask(_) | Op::Effect(_) | Op::Wait(_))) => {
-                    return Ok(Step::Io(op))
-                }
-                Step::Done(out) => return Ok(Step::Done(out)),
-                Step::Io(op) => match perform(op)? {
-                    Ok(result) => any.resume(result)?,
-                    Err(e) if any.takes_failures() => {
-                        any.resume(core::OpResult::Failed(e.into()))?
-                    }
-                    Err(e) => return Err(store_error(e)),
-                },
-            };
-        }
+        crate::flows::advance(flow, done, perform)
     }
 
     fn claim(attempt: t::Attempt, now: i64) -> Result<Claimed, t::Error> {
@@ -126,14 +105,14 @@ impl wit::Guest for Component {
         now: i64,
         rules: t::Rules,
     ) -> Result<t::Finished, t::Error> {
-        let flow = core::FinishFlow::new(
+        drive(crate::flows::finish_flow(
             &key,
             &owner_token,
-            core::EffectResult::from(result),
+            result,
             now,
-            &core::Rules::from(rules),
-        );
-        drive(flow).map(t::Finished::from)
+            rules,
+        ))
+        .map(t::Finished::from)
     }
 
     fn recover(key: String, now: i64, rules: t::RecoveryRules) -> Result<Recovery, t::Error> {

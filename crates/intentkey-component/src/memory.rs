@@ -12,7 +12,7 @@ use crate::bindings::exports::intentkey::core::memory::{
 };
 use crate::bindings::intentkey::core::gateway;
 use crate::bindings::intentkey::core::types as t;
-use crate::flows::{seed_in, FlowResource};
+use crate::flows::seed_in;
 use crate::keys::Keyer;
 use crate::Component;
 use intentkey::claim::{self as core, ClaimStore, DriveError, MemoryClaims};
@@ -122,14 +122,14 @@ impl GuestMemoryStore for MemoryStore {
         now: i64,
         rules: t::Rules,
     ) -> Result<t::Finished, t::Error> {
-        let flow = core::FinishFlow::new(
+        self.drive(crate::flows::finish_flow(
             &key,
             &owner_token,
-            core::EffectResult::from(effect),
+            effect,
             now,
-            &core::Rules::from(rules),
-        );
-        self.drive(flow).map(t::Finished::from)
+            rules,
+        ))
+        .map(t::Finished::from)
     }
 
     fn recover(
@@ -157,25 +157,12 @@ impl GuestMemoryStore for MemoryStore {
     }
 
     fn advance(&self, flow: FlowBorrow<'_>, done: Option<OpResult>) -> Result<Step, t::Error> {
-        let resource = flow.get::<FlowResource>();
-        let mut any = resource.0.borrow_mut();
-        let mut step = match done {
-            None => any.start(),
-            Some(result) => any.resume_wit(result)?,
-        };
-        loop {
-            step = match step {
-                Step::Io(op @ (Op::Ask(_) | Op::Effect(_) | Op::Wait(_))) => {
-                    return Ok(Step::Io(op))
-                }
-                Step::Done(out) => return Ok(Step::Done(out)),
-                Step::Io(op) => {
-                    let result =
-                        self.with(|m| core::perform(m, &op_in(op), &mut |_| core::Lookup::Unknown));
-                    any.resume(result)?
-                }
-            };
-        }
+        crate::flows::advance(flow, done, |op| {
+            let op = op_in(op);
+            Ok(Ok(self.with(|m| {
+                core::perform(m, &op, &mut |_| core::Lookup::Unknown)
+            })))
+        })
     }
 
     fn insert(&self, record: t::Record) -> bool {
