@@ -54,6 +54,16 @@ export const PIPELINE = Symbol('intentkey.pipeline');
  */
 export const RUN = Symbol('intentkey.run');
 
+/**
+ * What the queue consumer does with a run found in flight: the core's
+ * `in-flight-delivery` of its recovery (or none) at `now`, as { retryAt,
+ * reason } or { needsReconciliation: true }. Not public API.
+ */
+export const DELIVERY = Symbol('intentkey.delivery');
+
+/** The WIT `recovered` a recovery result was made of (kept for the core's delivery decision). */
+const RECOVERED = Symbol('intentkey.recovered');
+
 /** Whole seconds now, the default clock. */
 const systemNow = () => Math.floor(Date.now() / 1000);
 
@@ -510,6 +520,10 @@ export function guardFactory({ internal, claims }) {
 
     /** The JavaScript result of a WIT `recovered`. */
     function recoveredOut(key, rec) {
+      return Object.defineProperty(recoveredShape(key, rec), RECOVERED, { value: rec });
+    }
+
+    function recoveredShape(key, rec) {
       switch (rec.tag) {
         case 'missing':
           return { outcome: 'missing', key };
@@ -784,6 +798,10 @@ export function guardFactory({ internal, claims }) {
         now,
       }),
       [RUN]: runAs,
+      [DELIVERY](recovery, t) {
+        const d = internal.rawClaims((c) => c.inFlightDelivery(recovery?.[RECOVERED], BigInt(t)));
+        return d.tag === 'retry' ? { retryAt: Number(d.val.at), reason: d.val.reason } : { needsReconciliation: true };
+      },
       run,
       recover,
       recoverSync,

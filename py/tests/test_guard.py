@@ -311,3 +311,27 @@ def test_a_memory_store_whose_instance_was_discarded_says_so() -> None:
     with pytest.raises(intentkey.IntentkeyTrap):
         store.records
     assert Guard(MemoryStore()).claim(intentkey.Attempt("k-lost", "fp", "t", "a"), now=T0).state is ClaimState.OWNED
+
+
+def test_a_delivery_found_in_flight_does_what_the_core_says() -> None:
+    from intentkey.claims import Delivery, in_flight_delivery
+    from intentkey.types import Recovery, RecoveryAction
+
+    running = "in flight (another delivery may still be running it)"
+    unknown = "in flight and the destination could not tell whether it ran"
+    moving = "changing hands (recovered or released meanwhile)"
+    cases = [
+        (None, Delivery(T0 + 1, moving)),
+        (Recovery(RecoveryState.NOT_DUE, "", due_at=T0 + 300), Delivery(T0 + 300, running)),
+        (Recovery(RecoveryState.NOT_DUE, "", due_at=T0 - 9), Delivery(T0, running)),
+        (Recovery(RecoveryState.APPLIED, "t", action=RecoveryAction("check-later", lookups=2, next_lookup_at=T0 + 60)),
+         Delivery(T0 + 60, unknown)),
+        (Recovery(RecoveryState.APPLIED, "t", action=RecoveryAction("reconcile", lookups=9)), Delivery(None)),
+        (Recovery(RecoveryState.NOT_IN_FLIGHT, "", status=Status.NEEDS_RECONCILIATION), Delivery(None)),
+        (Recovery(RecoveryState.NOT_IN_FLIGHT, "", status=Status.DONE), Delivery(T0 + 1, moving)),
+        (Recovery(RecoveryState.LOST, "", action=RecoveryAction("record-done", response=Response.json(201, "{}"))),
+         Delivery(T0 + 1, moving)),
+        (Recovery(RecoveryState.MISSING, ""), Delivery(T0 + 1, moving)),
+    ]
+    for recovery, expected in cases:
+        assert in_flight_delivery(recovery, T0) == expected, recovery

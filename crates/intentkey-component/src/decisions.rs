@@ -74,6 +74,23 @@ impl claims::Guest for Component {
             .map_err(t::Error::from)
     }
 
+    fn in_flight_delivery(recovery: Option<t::Recovered>, now: i64) -> claims::Delivery {
+        use core::delivery::{self, Delivery, Wait};
+        let recovery = recovery.map(core::Recovered::from);
+        match delivery::in_flight_delivery(recovery.as_ref(), now) {
+            Delivery::Retry { at, wait } => claims::Delivery::Retry(claims::DeliveryRetry {
+                at,
+                wait: match wait {
+                    Wait::Running => claims::DeliveryWait::Running,
+                    Wait::Unknown => claims::DeliveryWait::Unknown,
+                    Wait::ChangingHands => claims::DeliveryWait::ChangingHands,
+                },
+                reason: wait.reason().to_owned(),
+            }),
+            Delivery::NeedsReconciliation => claims::Delivery::NeedsReconciliation,
+        }
+    }
+
     fn step_answer(name: String, outcome: t::ClaimOutcome) -> Result<Option<String>, t::Error> {
         journal::step_answer(&name, &core::ClaimOutcome::from(outcome)).map_err(t::Error::from)
     }

@@ -10,7 +10,7 @@
 // the effect's JSON result into the stored response and back, the user's
 // destination look-up into the guard's look-up answer, and the guard's outcome
 // into what the queue should do with the delivery.
-import { IntentkeyRefused, PIPELINE, RUN } from '../guard.js';
+import { DELIVERY, IntentkeyRefused, PIPELINE, RUN } from '../guard.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -267,25 +267,13 @@ export function createConsumer(options, who) {
     throw error;
   }
 
-  /** The delivery met its intent in flight and the core's recovery could not settle it now. */
+  /** The delivery met its intent in flight: the core says when to retry, or that it needs reconciliation. */
   function inFlight(job, key, rec) {
-    switch (rec?.outcome) {
-      case 'not-due':
-        return wait(job, key, 'in flight (another delivery may still be running it)', rec.dueAt);
-      case 'not-in-flight':
-        return fail(job, key, permanent(job, key, 'needs-reconciliation', needsReconciliation(key)));
-      case 'applied':
-        if (rec.action === 'check-later') {
-          return wait(job, key, 'in flight and the destination could not tell whether it ran', rec.nextLookupAt);
-        }
-        if (rec.action === 'reconcile') {
-          return fail(job, key, permanent(job, key, 'needs-reconciliation', needsReconciliation(key)));
-        }
-        throw new Error(`intentkey: the core left a recovery ${rec.action} unsettled (a bug)`);
-      default:
-        // lost: another delivery recovered it first; look again shortly.
-        return wait(job, key, 'changing hands (recovered or released meanwhile)', now() + 1);
+    const d = guard[DELIVERY](rec, now());
+    if (d.needsReconciliation) {
+      return fail(job, key, permanent(job, key, 'needs-reconciliation', needsReconciliation(key)));
     }
+    return wait(job, key, d.reason, d.retryAt);
   }
 
   function needsReconciliation(key) {

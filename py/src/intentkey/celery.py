@@ -42,10 +42,10 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Unio
 
 from . import _binding as b
 from .aio import AsyncGuard
-from .claims import Guard, RunResult
+from .claims import Guard, RunResult, in_flight_delivery
 from .errors import IntentkeyError
 from .keys import Keyer
-from .types import Absent, Attempt, Found, Lookup, Recovery, RecoveryState, Refused, Response, Unknown
+from .types import Absent, Attempt, Found, Lookup, Recovery, Refused, Response, Unknown
 
 __all__ = [
     "Intent", "IntentTask", "IntentkeyQueueError", "OutcomeEvent", "Refuse", "found", "intent_from_kwargs", "once",
@@ -451,18 +451,12 @@ class _Delivery:
         return self.in_flight(r.recovery)
 
     def in_flight(self, rec: Optional[Recovery]) -> Any:
-        """The delivery met its intent in flight and the core's recovery could not settle it now."""
-        if rec is not None and rec.state is RecoveryState.NOT_DUE and rec.due_at is not None:
-            return self.wait("in flight (another delivery may still be running it)", rec.due_at)
-        if rec is not None and rec.state is RecoveryState.NOT_IN_FLIGHT:
+        """The delivery met its intent in flight: the core says when to retry,
+        or that the record needs reconciliation (a permanent failure)."""
+        delivery = in_flight_delivery(rec, self.guard.now())
+        if delivery.retry_at is None:
             raise self.permanent("needs-reconciliation", self.needs_reconciliation())
-        if rec is not None and rec.state is RecoveryState.APPLIED and rec.action is not None:
-            if rec.action.kind == "check-later" and rec.action.next_lookup_at is not None:
-                return self.wait("in flight and the destination could not tell whether it ran", rec.action.next_lookup_at)
-            if rec.action.kind == "reconcile":
-                raise self.permanent("needs-reconciliation", self.needs_reconciliation())
-        # Lost (another delivery recovered it first) or changing hands: look again shortly.
-        return self.wait("changing hands (recovered or released meanwhile)", self.guard.now() + 1)
+        return self.wait(delivery.reason, delivery.retry_at)
 
     def needs_reconciliation(self) -> str:
         return (f"the destination could not tell whether the effect of key {self.key} happened, look-up after look-up; "

@@ -212,6 +212,51 @@ def recovery_action_from_wit(v: Any) -> RecoveryAction:
     return RecoveryAction(v.tag)
 
 
+def recovery_action_to_wit(a: RecoveryAction) -> Variant:
+    if a.kind == "record-done" and a.response is not None:
+        return Variant("record-done", b.response_to_wit(a.response))
+    if a.kind == "check-later":
+        return Variant("check-later", b.record(lookups=a.lookups, next_lookup_at=a.next_lookup_at))
+    if a.kind == "reconcile":
+        return Variant("reconcile", a.lookups)
+    return Variant(a.kind)
+
+
+def recovery_to_wit(r: Recovery) -> Variant:
+    """A recovery's outcome as the WIT ``recovered`` (the inverse of :func:`recovery_from_wit`)."""
+    if r.state is RecoveryState.NOT_IN_FLIGHT and r.status is not None:
+        return Variant("not-in-flight", b.status_to_wit(r.status))
+    if r.state is RecoveryState.NOT_DUE:
+        return Variant("not-due", r.due_at)
+    if r.state in (RecoveryState.APPLIED, RecoveryState.LOST) and r.action is not None:
+        return Variant(r.state.value, recovery_action_to_wit(r.action))
+    return Variant(r.state.value)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a queue delivery that found its intent in flight does (the
+    core's ``in-flight-delivery``): retry at ``retry_at`` (``reason`` says
+    why), or, when ``retry_at`` is ``None``, fail for good: the record needs
+    reconciliation by hand."""
+
+    retry_at: Optional[int]
+    reason: str = ""
+
+
+def in_flight_delivery(recovery: Optional[Recovery], now: int) -> Delivery:
+    """The core's answer for a delivery of a run found in flight, from the
+    recovery that ran (``None``: none could) at `now`."""
+    answer = b.runtime("pure").call(b.CLAIMS, "in-flight-delivery",
+                                    None if recovery is None else recovery_to_wit(recovery), b.s64("now", now))
+    # `delivery`'s cases differ in kind (a record, nothing): wasmtime-py may hand the case over untagged.
+    if isinstance(answer, Variant):
+        answer = answer.payload if answer.tag == "retry" else None
+    if answer is None:
+        return Delivery(None)
+    return Delivery(int(answer.at), str(answer.reason))
+
+
 def recovery_from_wit(v: Any, token: str) -> Recovery:
     state = RecoveryState(v.tag)
     if state is RecoveryState.NOT_IN_FLIGHT:

@@ -238,7 +238,6 @@ class MigrationFlow:
     def __init__(self, dialect: str, schema: Optional[str] = None):
         if schema is not None:
             b.text("schema", schema)
-        self._last: Optional[SqlCall] = None
         self._rt = rt = b.runtime("pure")
         with rt.lock:
             self._flow = b.unwrap(rt.call(b.SCHEMA, "[static]migration-flow.create", _dialect(dialect), schema))
@@ -261,11 +260,9 @@ class MigrationFlow:
         # migration-step's cases differ in kind (a variant, a record), so
         # wasmtime-py hands over the case's value untagged.
         if not isinstance(step, Variant):
-            self._last = None
             return Migrated(int(b.get(step, "from_version")), int(b.get(step, "to_version")))
-        op = step
-        self._last = SqlCall(str(op.payload.text), _values(op.payload.params), op.tag == "query")
-        return self._last
+        call: Any = step.payload
+        return SqlCall(str(call.text), _values(call.params), step.tag == "query")
 
     def start(self) -> Union[SqlCall, Migrated]:
         """The first statement."""

@@ -46,6 +46,7 @@
 //! ```
 
 pub mod decide;
+pub mod delivery;
 pub mod flow;
 pub mod migrate;
 pub mod record;
