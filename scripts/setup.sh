@@ -36,4 +36,7 @@ cargo xtask build-component
 say "the npm package: npm ci (better-sqlite3 builds from source) and the jco build"
 # better-sqlite3 compiles against Node's headers; Debian's nodejs ships them in /usr.
 if [ -f /usr/include/node/node.h ]; then export npm_config_nodedir=/usr; fi
-(cd js && npm ci --no-audit --no-fund && npm run build)
+# node-gyp has failed now and then after a complete build (ENOENT on
+# build/node_gyp_bins); one more clean install is then enough.
+(cd js && { npm ci --no-audit --no-fund || { echo "npm ci failed; one more try" >&2; npm ci --no-audit --no-fund; }; } \
+    && npm run build)
