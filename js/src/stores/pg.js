@@ -9,7 +9,7 @@
 // prepares, binds and runs (docs/stores.md). Every operation is one statement;
 // every write after the claim is fenced on the owner token. The operations are asynchronous, so the guard drives
 // the core's claim flow through the `flows` resource (no sequencing here).
-import { TRUSTED, migrationError, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { TRUSTED, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -79,7 +79,7 @@ async function migrate(client, schema) {
     await client.query('COMMIT');
   } catch (e) {
     await client.query('ROLLBACK').catch(() => {});
-    throw e.payload === undefined ? e : migrationError('postgres', e);
+    throw e;
   } finally {
     flow.drop();
   }

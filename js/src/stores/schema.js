@@ -140,7 +140,8 @@ export function storedStatus(witStatus) {
  * statement), each { query: boolean, text, params (sql-values) } or
  * { done: { fromVersion, toVersion } }. The store runs them in one
  * transaction, commits at done and rolls back on any error (a database at a
- * newer schema throws from `step`). `drop()` when done.
+ * newer schema throws the core's `store-failed` IntentkeyError from
+ * `step`). `drop()` when done.
  */
 export function migrationFlow(dialect, schema) {
   const flow = internal.migration(dialect, schema);
@@ -159,11 +160,4 @@ export function migrationFlow(dialect, schema) {
     },
     drop: () => flow.drop(),
   };
-}
-
-/** A migration the core's flow stopped (a database at a newer schema), as the store's error. */
-export function migrationError(where, e) {
-  return new Error(`intentkey: ${where}: ${e?.payload?.message ?? (e instanceof Error ? e.message : String(e))}`, {
-    cause: e,
-  });
 }

@@ -10,7 +10,7 @@
 // component's `store` import. Fast completions (`completion.fast`) are written
 // like any other: SQLite has no per-transaction asynchronous commit.
 import { createRequire } from 'node:module';
-import { TRUSTED, migrationError, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { TRUSTED, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -57,8 +57,6 @@ function migrate(db) {
       }
     });
     apply.immediate();
-  } catch (e) {
-    throw e.payload === undefined ? e : migrationError('sqlite', e);
   } finally {
     flow.drop();
   }
