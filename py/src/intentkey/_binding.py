@@ -13,10 +13,12 @@ imports:
 * ``gateway.ask``: the destination look-up a recovery was given.
 
 One ``Store`` and one instance are reused across calls, serialized by a lock.
-With the pinned wasmtime-py (``PINNED_WASMTIME``), exports and imports run
-through converters compiled once per function type (:mod:`intentkey._fastcall`,
-:mod:`intentkey._fasthost`); any other wasmtime-py version, or
-``INTENTKEY_FASTPATH=0``, runs through plain wasmtime-py.
+With the pinned wasmtime-py (``PINNED_WASMTIME``), the component's core module
+is called through the canonical ABI directly, as jco does for JavaScript
+(:mod:`intentkey._canon`: converters compiled once per function type, values
+lowered straight into linear memory); any other wasmtime-py version, or
+``INTENTKEY_FASTPATH=0``, runs the component through wasmtime-py's component
+API.
 A call that traps (or an import that fails) discards the instance: the call
 raises :class:`IntentkeyTrap` and the next one instantiates afresh; live
 keyers and endpoints re-create their guest resource. Every call runs with a
@@ -76,7 +78,7 @@ _RANDOM = f"intentkey:core/random@{WIT_VERSION}"
 _STORE = f"intentkey:core/store@{WIT_VERSION}"
 _GATEWAY = f"intentkey:core/gateway@{WIT_VERSION}"
 
-#: The wasmtime-py release the compiled call path (:mod:`intentkey._fastcall`) is written for.
+#: The wasmtime-py release the direct call path (:mod:`intentkey._canon`) is written for.
 PINNED_WASMTIME = "50.0.1"
 
 _WASM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wasm")
@@ -113,7 +115,7 @@ _wasmtime_types.VariantLikeType.add_classes = _option_classes  # type: ignore[me
 # -- the compiled call path -------------------------------------------------------
 
 def fastpath_supported() -> bool:
-    """Whether calls may run through the compiled converters: the pinned
+    """Whether calls may run through the core module directly: the pinned
     wasmtime-py, and ``INTENTKEY_FASTPATH`` not ``0``."""
     if os.environ.get("INTENTKEY_FASTPATH", "1") == "0":
         return False
@@ -128,15 +130,10 @@ def _pinned_wasmtime() -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     try:
-        from . import _fastcall, _fasthost  # noqa: F401
+        from . import _canon  # noqa: F401
     except Exception:  # wasmtime-py internals not as expected: plain wasmtime-py
         return False
     return True
-
-
-def _lowered(rec: Record) -> Record:
-    from ._fastcall import Lowered
-    return Lowered(rec)
 
 
 # -- results ------------------------------------------------------------------
@@ -475,7 +472,7 @@ class Runtime:
     def __init__(self, world: str = "intentkey", path: Optional[str] = None,
                  fuel_per_call: Optional[int] = DEFAULT_FUEL_PER_CALL, fastpath: Optional[bool] = None):
         self.world = world
-        #: Calls run through the compiled converters (see :func:`fastpath_supported`).
+        #: Calls go to the core module directly (see :func:`fastpath_supported`).
         self.fastpath = fastpath_supported() if fastpath is None else bool(fastpath) and _pinned_wasmtime()
         self.path = path or component_path(world)
         if not os.path.exists(self.path):
@@ -497,27 +494,38 @@ class Runtime:
                 pass  # no writable cache directory: compile every time
         self._engine = Engine(config)
         try:
-            self._component = Component.from_file(self._engine, self.path)
+            with open(self.path, "rb") as f:
+                binary = f.read()
+            self._component = Component(self._engine, binary)
         except Exception as exc:
             raise IntentkeyError("component-failed", None, f"cannot load the component {self.path}: {exc}") from exc
         self._secrets: Dict[str, bytes] = {}
         self._ids = itertools.count(1)
         self.lock = threading.RLock()
-        self._linker = Linker(self._engine)
-        add: Callable[[Any, str, Callable[..., Any]], None] = _plain_add_func
+        # The host's imports, each a callable func(store, *args) of WIT values.
+        self._host: Dict[Tuple[str, str], Callable[..., Any]] = {
+            (_SECRETS, "get-secret"): self._get_secret,
+            (_RANDOM, "random-bytes"): self._random_bytes,
+        }
+        if world == "intentkey":
+            self._host.update({(_STORE, op): self._store_op(op) for op in _STORE_OPS})
+            self._host[(_GATEWAY, "ask")] = self._ask
+        self._canon: Any = None
         if self.fastpath:
-            from ._fasthost import add_func as add
-        with self._linker.root() as root:
-            with root.add_instance(_SECRETS) as secrets:
-                add(secrets, "get-secret", self._get_secret)
-            with root.add_instance(_RANDOM) as random:
-                add(random, "random-bytes", self._random_bytes)
-            if world == "intentkey":
-                with root.add_instance(_STORE) as store:
-                    for op in _STORE_OPS:
-                        add(store, op, self._store_op(op))
-                with root.add_instance(_GATEWAY) as gateway:
-                    add(gateway, "ask", self._ask)
+            from ._canon import Canon, Unsupported
+            try:
+                self._canon = Canon(self._engine, self._component, binary)
+            except Unsupported:  # a component this binding cannot take apart: the component API
+                self.fastpath = False
+        self._linker: Any = None
+        if not self.fastpath:
+            self._linker = Linker(self._engine)
+            with self._linker.root() as root:
+                for iface in dict.fromkeys(iface for iface, _ in self._host):
+                    with root.add_instance(iface) as instance:
+                        for (owner, name), func in self._host.items():
+                            if owner == iface:
+                                instance.add_func(name, func)
         self.generation = 0
         self._store: Optional[Store] = None
         self._funcs: Dict[Tuple[str, str], Any] = {}
@@ -567,7 +575,11 @@ class Runtime:
         if self.fuel_per_call is not None:
             store.set_fuel(self.fuel_per_call)
         try:
-            self._instance = self._linker.instantiate(store, self._component)
+            if self._canon is not None:
+                from ._canon import CanonInstance
+                self._instance = CanonInstance(self._canon, store, self._host)
+            else:
+                self._instance = self._linker.instantiate(store, self._component)
         except Exception as exc:
             raise IntentkeyError("component-failed", None, f"cannot instantiate {self.path}: {exc}") from exc
         self._store, self._funcs = store, {}
@@ -577,14 +589,14 @@ class Runtime:
         func = self._funcs.get((iface, name))
         if func is None:
             assert self._store is not None
-            parent = self._instance.get_export_index(self._store, iface)
-            index = None if parent is None else self._instance.get_export_index(self._store, name, parent)
-            func = None if index is None else self._instance.get_func(self._store, index)
+            if self._canon is not None:
+                func = self._instance.func(iface, name)  # converters compiled once per component
+            else:
+                parent = self._instance.get_export_index(self._store, iface)
+                index = None if parent is None else self._instance.get_export_index(self._store, name, parent)
+                func = None if index is None else self._instance.get_func(self._store, index)
             if func is None:
                 raise IntentkeyTrap(f"the component {self.path} lacks {iface} {name}")
-            if self.fastpath:
-                from ._fastcall import CompiledFunc
-                func = CompiledFunc(func, self._store, name)  # its type read once per instance
             self._funcs[(iface, name)] = func
         return func
 
@@ -660,16 +672,6 @@ class Runtime:
         finally:
             for secret_id in ids:
                 self._secrets.pop(secret_id, None)
-
-
-def _plain_add_func(instance: Any, name: str, func: Callable[..., Any]) -> None:
-    instance.add_func(name, func)
-
-
-def lowered(rec: Record) -> Record:
-    """`rec` (never mutated afterwards) lowered once and reused by the
-    compiled path; as is otherwise."""
-    return _lowered(rec) if fastpath_supported() else rec
 
 
 class GuestResource:

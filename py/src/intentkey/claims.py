@@ -297,9 +297,9 @@ class GuardBase:
             "stale_after_seconds", stale_after_seconds)
         self._clock = clock
         self._rt = b.runtime()
-        self._wit_rules = b.lowered(b.record(ttl_seconds=self.rules.ttl_seconds,
-                                             release_statuses=list(self.rules.release_statuses),
-                                             fast_completion=self.rules.fast_completion))
+        self._wit_rules = b.record(ttl_seconds=self.rules.ttl_seconds,
+                                   release_statuses=list(self.rules.release_statuses),
+                                   fast_completion=self.rules.fast_completion)
 
     def now(self, now: Optional[int] = None) -> int:
         """`now` checked, or the clock's time in whole seconds."""
