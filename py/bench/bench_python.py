@@ -217,7 +217,7 @@ def main() -> int:
             client.close()
 
     rt = _binding.runtime()
-    print(f"# intentkey {ik.__version__}, python {platform.python_version()}, compiled path "
+    print(f"# intentkey {ik.__version__}, python {platform.python_version()}, canonical-ABI path "
           f"{'on' if rt.fastpath else 'off'}, REPEATS={REPEATS} N={N}, {os.cpu_count()} cpus, "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"| {'measure':<58} | {'CPU µs':>9} | {'wall µs':>9} |")
