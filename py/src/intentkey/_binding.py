@@ -529,6 +529,7 @@ class Runtime:
         self.generation = 0
         self._store: Optional[Store] = None
         self._funcs: Dict[Tuple[str, str], Any] = {}
+        self._set_fuel: Callable[[int], None] = lambda fuel: None  # the store's, once instantiated
         self._instance: Any = None
         self._in_call = False
         self._pending_drops: List[Tuple[ResourceAny, int]] = []
@@ -583,6 +584,7 @@ class Runtime:
         except Exception as exc:
             raise IntentkeyError("component-failed", None, f"cannot instantiate {self.path}: {exc}") from exc
         self._store, self._funcs = store, {}
+        self._set_fuel = self._instance.set_fuel if self._canon is not None else store.set_fuel
         self.generation += 1
 
     def _func(self, iface: str, name: str) -> Any:
@@ -611,14 +613,15 @@ class Runtime:
         with self.lock:
             if self._in_call:
                 raise IntentkeyTrap(f"{name} called re-entrantly (from inside a host import)")
-            self._drain_drops()
+            if self._pending_drops:
+                self._drain_drops()
             if self._store is None:
                 self._instantiate()
             store = self._store
             assert store is not None
-            func = self._func(iface, name)
+            func = self._funcs.get((iface, name)) or self._func(iface, name)
             if self.fuel_per_call is not None:
-                store.set_fuel(self.fuel_per_call)
+                self._set_fuel(self.fuel_per_call)
             self._in_call = True
             try:
                 return func(store, *args)

@@ -58,6 +58,7 @@ _call_unchecked: Any = ctypes.CFUNCTYPE(_vp, _vp, _vp, _vp, _sz, _vp)(("wasmtime
 _memory_data: Any = ctypes.CFUNCTYPE(_vp, _vp, _vp)(("wasmtime_memory_data", ffi.dll))
 _memory_size: Any = ctypes.CFUNCTYPE(_sz, _vp, _vp)(("wasmtime_memory_data_size", ffi.dll))
 _caller_context: Any = ctypes.CFUNCTYPE(_vp, _vp)(("wasmtime_caller_context", ffi.dll))
+_set_fuel: Any = ctypes.CFUNCTYPE(_vp, _vp, ctypes.c_uint64)(("wasmtime_context_set_fuel", ffi.dll))
 _CALLBACK: Any = ctypes.CFUNCTYPE(_sz, _vp, _vp, _vp, _sz)
 _NO_FINALIZER: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(0)
 _define_unchecked: Any = ctypes.CFUNCTYPE(_vp, _vp, ctypes.c_char_p, _sz, ctypes.c_char_p, _sz, _vp, _CALLBACK, _vp,
@@ -300,11 +301,40 @@ class Compiler:
                               isinstance(ty, ResultType))
 
 
+def _utf8(v: Any) -> bytes:
+    if not isinstance(v, str):
+        raise TypeError(f"expected str, not {type(v).__name__}")
+    return v.encode("utf-8")
+
+
+def _octets(v: Any) -> bytes:
+    if not isinstance(v, (bytes, bytearray)):
+        raise TypeError(f"expected bytes, not {type(v).__name__}")
+    return bytes(v)
+
+
 def _string_codec() -> Codec:
+    return _blob_codec(_utf8, lambda raw: raw.decode("utf-8"))
+
+
+def _bytes_codec() -> Codec:
+    return _blob_codec(_octets, lambda raw: raw)
+
+
+def _pair_store(lower: LowerFlat) -> StoreMem:
+    """Stores what `lower` flattens to a (pointer, length) pair."""
+    def store(cx: Any, v: Any, buf: bytearray, off: int, writes: Writes) -> None:
+        flat: List[int] = []
+        lower(cx, v, flat, writes)
+        _pack_into("<II", buf, off, flat[0], flat[1])
+    return store
+
+
+def _blob_codec(encode: Callable[[Any], bytes], decode: Callable[[bytes], Any]) -> Codec:
+    """A string or a ``list<u8>``: (pointer, length) over bytes of its own
+    allocation (the guest owns and frees it)."""
     def lower(cx: Any, v: Any, out: List[int], writes: Writes) -> None:
-        if not isinstance(v, str):
-            raise TypeError(f"expected str, not {type(v).__name__}")
-        data = v.encode("utf-8")
+        data = encode(v)
         n = len(data)
         ptr = cx.realloc(1, n) if n else 1
         if n:
@@ -312,44 +342,15 @@ def _string_codec() -> Codec:
         out.append(ptr)
         out.append(n)
 
-    def store(cx: Any, v: Any, buf: bytearray, off: int, writes: Writes) -> None:
-        flat: List[int] = []
-        lower(cx, v, flat, writes)
-        _pack_into("<II", buf, off, flat[0], flat[1])
+    store = _pair_store(lower)
 
     def lift(cx: Any, vals: Sequence[int], i: int) -> Tuple[Any, int]:
         ptr, n = vals[i], vals[i + 1]
-        return cx.view()[ptr:ptr + n].tobytes().decode("utf-8"), i + 2
+        return decode(cx.view()[ptr:ptr + n].tobytes()), i + 2
 
     def load(cx: Any, m: Any, addr: int) -> Any:
         ptr, n = _unpack_from("<II", m, addr)
-        return m[ptr:ptr + n].tobytes().decode("utf-8")
-    return Codec(8, 4, ["i32", "i32"], lower, store, lift, load)
-
-
-def _bytes_codec() -> Codec:
-    def lower(cx: Any, v: Any, out: List[int], writes: Writes) -> None:
-        if not isinstance(v, (bytes, bytearray)):
-            raise TypeError(f"expected bytes, not {type(v).__name__}")
-        n = len(v)
-        ptr = cx.realloc(1, n) if n else 1
-        if n:
-            writes.append((ptr, bytes(v)))
-        out.append(ptr)
-        out.append(n)
-
-    def store(cx: Any, v: Any, buf: bytearray, off: int, writes: Writes) -> None:
-        flat: List[int] = []
-        lower(cx, v, flat, writes)
-        _pack_into("<II", buf, off, flat[0], flat[1])
-
-    def lift(cx: Any, vals: Sequence[int], i: int) -> Tuple[Any, int]:
-        ptr, n = vals[i], vals[i + 1]
-        return cx.view()[ptr:ptr + n].tobytes(), i + 2
-
-    def load(cx: Any, m: Any, addr: int) -> Any:
-        ptr, n = _unpack_from("<II", m, addr)
-        return m[ptr:ptr + n].tobytes()
+        return decode(m[ptr:ptr + n].tobytes())
     return Codec(8, 4, ["i32", "i32"], lower, store, lift, load)
 
 
@@ -374,10 +375,7 @@ def _list_codec(elem: Codec) -> Codec:
         out.append(ptr)
         out.append(n)
 
-    def store(cx: Any, v: Any, buf: bytearray, off: int, writes: Writes) -> None:
-        flat: List[int] = []
-        lower(cx, v, flat, writes)
-        _pack_into("<II", buf, off, flat[0], flat[1])
+    store = _pair_store(lower)
 
     def load(cx: Any, m: Any, addr: int) -> Any:
         ptr, n = _unpack_from("<II", m, addr)
@@ -785,6 +783,12 @@ class CanonInstance:
         self._memory = ctypes.addressof(memory._memory)
         self._realloc = _Core(exports["cabi_realloc"], ["i32"] * 4, ["i32"])
         self._dtors: Dict[str, _Core] = {}
+
+    def set_fuel(self, fuel: int) -> None:
+        """``Store.set_fuel`` through the raw prototype (once per call)."""
+        err = _set_fuel(self._ctx, fuel)
+        if err:
+            raise WasmtimeError._from_ptr(ctypes.cast(err, _ERROR_TYPE))
 
     # the memory
     def view(self) -> Any:
