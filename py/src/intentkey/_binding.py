@@ -112,7 +112,7 @@ def _option_classes(self: Any, s: Any) -> None:
 _wasmtime_types.VariantLikeType.add_classes = _option_classes  # type: ignore[method-assign]
 
 
-# -- the compiled call path -------------------------------------------------------
+# -- the canonical-ABI call path (intentkey._canon) ------------------------------
 
 def fastpath_supported() -> bool:
     """Whether calls may run through the core module directly: the pinned
