@@ -65,9 +65,13 @@ def outcome_of(fn: Callable[[], Any]) -> Any:
         return ("raised", type(e).__name__)
 
 
-def test_the_pinned_wasmtime_runs_the_compiled_path(runtimes: Dict[str, Dict[str, b.Runtime]]) -> None:
+def test_the_pinned_wasmtime_runs_the_canonical_abi_path(runtimes: Dict[str, Dict[str, b.Runtime]]) -> None:
     assert runtimes["plain"]["intentkey"].fastpath is False
     assert runtimes["fast"]["intentkey"].fastpath is PINNED
+    for world in ("intentkey", "pure"):
+        # No silent fallback: every type of both components has a codec.
+        assert (runtimes["fast"][world]._canon is not None) is PINNED, world
+        assert runtimes["plain"][world]._canon is None, world
     forced_off = os.environ.get("INTENTKEY_FASTPATH") == "0"
     assert b.runtime().fastpath is (PINNED and not forced_off)
     assert b.fastpath_supported() is (PINNED and not forced_off)
