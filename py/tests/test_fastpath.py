@@ -12,7 +12,7 @@ import os
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
-from wasmtime.component import Record, Variant
+from wasmtime.component import Variant
 
 import intentkey as ik
 from intentkey import _binding as b

@@ -34,7 +34,6 @@ from __future__ import annotations
 import ctypes
 import importlib
 import struct
-from ctypes import byref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from wasmtime import Engine, FuncType as CoreFuncType, Linker as CoreLinker, Module, Trap, ValType as CoreValType
@@ -886,7 +885,6 @@ class CanonInstance:
                 run: Callable[[List[int]], List[int]]) -> None:
         nresults = len(results)
         pslots, rslots = _slots(params), _slots(results)
-        n = max(len(params), nresults)
 
         def trampoline(env: Any, caller: Any, raw: Any, count: Any) -> int:
             ctx = self._ctx
