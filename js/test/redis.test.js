@@ -51,7 +51,7 @@ describe('Redis store', { skip }, () => {
     const { redisScripts, redisDefaultPrefix, redisBatch } = coreSchema();
     assert.deepEqual(
       redisScripts.map((s) => s.name),
-      ['insert', 'complete', 'replace', 'release', 'list', 'purge'],
+      ['insert', 'complete', 'replace', 'release', 'list', 'purge', 'claim'],
     );
     assert.equal(redisDefaultPrefix, 'intentkey');
     assert.equal(redisBatch, 500);

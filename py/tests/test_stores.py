@@ -517,7 +517,7 @@ def test_schema_arguments_are_checked() -> None:
     assert set(schema.sql_statements("postgres")) >= {
         "insert", "claim", "get", "complete", "complete-fast", "replace", "release", "list", "purge",
         "migration-lock", "migrated-version", "record-migration"}
-    assert set(schema.redis_scripts()) == {"insert", "complete", "replace", "release", "list", "purge"}
+    assert set(schema.redis_scripts()) == {"insert", "complete", "replace", "release", "list", "purge", "claim"}
     assert schema.redis_default_prefix() == "intentkey"
     call = schema.redis_insert("p", record("k"))
     assert call.script == "insert" and call.keys[0] == "p:rec:k"

@@ -31,6 +31,10 @@ mod http;
 mod keys;
 #[cfg(feature = "guard")]
 mod memory;
+#[cfg(feature = "guard")]
+mod packed;
+#[cfg(feature = "guard")]
+mod redis;
 
 struct Component;
 

@@ -8,7 +8,7 @@ use crate::bindings::exports::intentkey::core::flows::{FlowBorrow, Op, OpResult,
 use crate::bindings::exports::intentkey::core::guard::{Claimed, Recovery};
 use crate::bindings::exports::intentkey::core::keys::{GuestKeyer, KeyerBorrow};
 use crate::bindings::exports::intentkey::core::memory::{
-    self as wit, GuestMemoryStore, IntentClaimed,
+    self as wit, GuestMemoryStore, IntentClaimed, Packed,
 };
 use crate::bindings::intentkey::core::gateway;
 use crate::bindings::intentkey::core::types as t;
@@ -20,11 +20,11 @@ use intentkey::claim::{self as core, ClaimStore, DriveError, MemoryClaims};
 /// Records in a map, owned by the host through a resource handle.
 pub(crate) struct MemoryStore(RefCell<MemoryClaims>);
 
-fn token(seed: &[u8]) -> Result<String, t::Error> {
+pub(crate) fn token(seed: &[u8]) -> Result<String, t::Error> {
     Ok(core::owner_token(seed_in(seed)?))
 }
 
-fn flow_error(e: core::FlowError) -> t::Error {
+pub(crate) fn flow_error(e: core::FlowError) -> t::Error {
     t::Error::from(intentkey::Error::from(e))
 }
 
@@ -112,6 +112,34 @@ impl GuestMemoryStore for MemoryStore {
             outcome: claimed.outcome,
             owner_token: claimed.owner_token,
         })
+    }
+
+    fn claim_intent_packed(
+        &self,
+        keyer: KeyerBorrow<'_>,
+        request: Vec<u8>,
+        header_len: u32,
+    ) -> Result<Packed, t::Error> {
+        let r = crate::packed::claim_request(&request, header_len)?;
+        let claimed = self.claim_intent(
+            keyer,
+            r.intent,
+            r.intent_id,
+            r.key_hex_length,
+            r.now,
+            r.seed,
+        )?;
+        Ok(crate::packed::claimed(
+            None,
+            &claimed.key,
+            claimed.outcome,
+            &claimed.owner_token,
+        ))
+    }
+
+    fn finish_packed(&self, request: Vec<u8>, header_len: u32) -> Result<t::Finished, t::Error> {
+        let r = crate::packed::finish_request(&request, header_len)?;
+        self.finish(r.key, r.owner_token, r.effect, r.now, r.rules)
     }
 
     fn finish(

@@ -70,6 +70,7 @@ GUARD = f"intentkey:core/guard@{WIT_VERSION}"
 HTTP = f"intentkey:core/http@{WIT_VERSION}"
 FLOWS = f"intentkey:core/flows@{WIT_VERSION}"
 MEMORY = f"intentkey:core/memory@{WIT_VERSION}"
+REDIS = f"intentkey:core/redis@{WIT_VERSION}"
 #: The bytes of randomness one owner token is made of (the core's OWNER_TOKEN_BYTES).
 SEED_BYTES = 16
 SCHEMA = f"intentkey:core/schema@{WIT_VERSION}"

@@ -33,8 +33,9 @@ except ImportError:  # pragma: no cover
 from wasmtime.component import Variant
 
 from . import _binding as b
+from . import _packed
 from .errors import IntentkeyError, IntentkeyTrap
-from .keys import Keyer, _intent as intent_wit
+from .keys import Keyer, _intent as intent_wit, _payload as payload_json
 from .types import (
     Answered,
     Attempt,
@@ -349,24 +350,60 @@ class Guard(GuardBase):
         and its claim (finish with that key). Over a :class:`MemoryStore` both
         are one call into the core."""
         store = in_guest(self.store, self._rt)
-        if store is None or keyer._guest._rt is not self._rt:
+        driver = None if store is not None else flow_driver(self.store)
+        driven = driver is not None
+        if (store is None and not driven) or keyer._guest._rt is not self._rt:
             attempt = keyer.intent_attempt(tenant_id, action_type, payload, intent_epoch, intent_id, key_hex_length)
             return attempt.key, self.claim(attempt, now=now)
         at = self.now(now)
+        tenant_id, action_type = b.text("tenant_id", tenant_id), b.text("action_type", action_type)
+        text, intent_epoch = payload_json(payload), b.s64("intent_epoch", intent_epoch)
+        intent_id = None if intent_id is None else b.text("intent_id", intent_id)
+        key_hex_length = b.key_length(key_hex_length)
+        try:
+            request, header_len = _packed.claim_request(tenant_id, action_type, text, intent_epoch, intent_id,
+                                                        key_hex_length, at)
+        except _packed.Unpackable:
+            with self._rt.lock:
+                answer = self._rt.call(b.MEMORY, "[method]memory-store.claim-intent", store.handle(),
+                                       keyer._guest.handle(), intent_wit(tenant_id, action_type, text, intent_epoch),
+                                       intent_id, key_hex_length, at, os.urandom(b.SEED_BYTES))
+            claimed = b.unwrap_record(answer)
+            return claimed.key, claim_from_wit(claimed.outcome, b.get(claimed, "owner_token"))
+        if store is None:
+            rt = self._rt
+            assert driver is not None
+            head, body = driver(rt, lambda flows: rt.call(
+                b.REDIS, "[method]redis-flows.claim-intent", flows, keyer._guest.handle(), request, header_len))
+            return _packed.claim_of(head[1:], body)
         with self._rt.lock:
-            answer = self._rt.call(b.MEMORY, "[method]memory-store.claim-intent", store.handle(), keyer._guest.handle(),
-                                   intent_wit(tenant_id, action_type, payload, intent_epoch),
-                                   None if intent_id is None else b.text("intent_id", intent_id),
-                                   b.key_length(key_hex_length), at, os.urandom(b.SEED_BYTES))
-        claimed = b.unwrap_record(answer)
-        return claimed.key, claim_from_wit(claimed.outcome, b.get(claimed, "owner_token"))
+            packed = self._rt.call(b.MEMORY, _packed.CLAIM, store.handle(), keyer._guest.handle(), request, header_len)
+        return _packed.claimed(b.unwrap_record(packed))
 
     def finish(self, key: str, owner_token: str, result: EffectResult, *, now: Optional[int] = None) -> Finished:
         """Finishes an owned attempt by its outcome class: a terminal answer
         is stored, a release status or :class:`Refused` releases the claim,
         :class:`Failed` leaves it in flight for recovery."""
-        answer = self._call("finish", b.text("key", key), b.text("owner_token", owner_token),
-                            b.effect_to_wit(result), self.now(now), self._wit_rules)
+        key, owner_token, at = b.text("key", key), b.text("owner_token", owner_token), self.now(now)
+        mem = in_guest(self.store, self._rt)
+        driver = None if mem is not None else flow_driver(self.store)
+        if mem is not None or driver is not None:
+            rules = self.rules
+            try:
+                request, header_len = _packed.finish_request(key, owner_token, result, at, rules.ttl_seconds,
+                                                             rules.release_statuses, rules.fast_completion)
+            except _packed.Unpackable:
+                pass
+            else:
+                if driver is not None:
+                    rt = self._rt
+                    head, _ = driver(rt, lambda flows: rt.call(
+                        b.REDIS, "[method]redis-flows.finish", flows, request, header_len))
+                    return Finished(head[1])
+                with self._rt.lock:
+                    finished = self._rt.call(b.MEMORY, _packed.FINISH, mem.handle(), request, header_len)
+                return Finished(b.unwrap(finished))
+        answer = self._call("finish", key, owner_token, b.effect_to_wit(result), at, self._wit_rules)
         return Finished(b.unwrap(answer))
 
     def recover(self, key: str, lookup: Callable[[str], Lookup], *, read_your_writes: bool = False,
@@ -421,6 +458,14 @@ def _safe_lookup(lookup: Callable[[str], Lookup]) -> Callable[[str], Lookup]:
             return Unknown()
 
     return ask
+
+
+def flow_driver(store: Any) -> Optional[Callable[[b.Runtime, Callable[[Any], Any]], Tuple[List[Any], bytes]]]:
+    """`store`'s driver of the core's flows run inside the instance (a
+    :class:`intentkey.stores.redis.RedisStore`, not a subclass: a subclass's
+    own methods are called through the ``store`` import), or ``None``."""
+    packed = getattr(store, "_flow_driver", None)
+    return packed() if callable(packed) else None
 
 
 def in_guest(store: Any, rt: b.Runtime) -> Optional[MemoryStore]:

@@ -48,7 +48,7 @@
 //! # Ok::<(), intentkey::Error>(())
 //! ```
 
-use super::flow::{Completion, Release, Replacement};
+use super::flow::{Completion, Op, OpResult, Release, Replacement};
 use super::record::{Record, Response, Status};
 
 /// The key prefix when none is configured.
@@ -113,8 +113,18 @@ pub const LIST: &str = concat!(prelude!(), include_str!("../../schema/redis/list
 /// `looked_at == batch`.
 pub const PURGE: &str = concat!(prelude!(), include_str!("../../schema/redis/purge.lua"));
 
-/// Every script by name: `insert`, `complete`, `replace`, `release`, `list`, `purge`.
-pub fn scripts() -> [(&'static str, &'static str); 6] {
+/// The claim of a driver that takes the winner in the same round trip
+/// ([`command`] sends it for [`Op::Insert`]): [`INSERT`], except that when
+/// the key exists it answers the record's value (read in the same script)
+/// instead of 0, so a repeat is one round trip and no `GET` follows.
+///
+/// KEYS and ARGV: as [`INSERT`]. Returns 1 when this call inserted, else
+/// the value of the record that holds the key.
+pub const CLAIM: &str = concat!(prelude!(), include_str!("../../schema/redis/claim.lua"));
+
+/// Every script by name: `insert`, `complete`, `replace`, `release`, `list`,
+/// `purge`, `claim`.
+pub fn scripts() -> [(&'static str, &'static str); 7] {
     [
         ("insert", INSERT),
         ("complete", COMPLETE),
@@ -122,7 +132,138 @@ pub fn scripts() -> [(&'static str, &'static str); 6] {
         ("release", RELEASE),
         ("list", LIST),
         ("purge", PURGE),
+        ("claim", CLAIM),
     ]
+}
+
+/// What a host sends Redis for one of a flow's store operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `EVALSHA` of script `name` (see [`scripts`]) with these KEYS and ARGV.
+    Script {
+        /// The script's name.
+        name: &'static str,
+        /// KEYS.
+        keys: [String; 5],
+        /// ARGV.
+        args: Vec<String>,
+    },
+    /// `GET` of this record key.
+    Get(String),
+}
+
+impl Command {
+    /// The command as Redis reads it off the wire (RESP: an array of bulk
+    /// strings): `EVALSHA sha1 5 KEYS… ARGV…`, or `GET key`. A host writes
+    /// these bytes to its client's connection as they are; a reply of
+    /// `NOSCRIPT` means the server has not loaded the script yet (load
+    /// every one of [`scripts`] and send the same bytes again).
+    pub fn to_resp(&self) -> Vec<u8> {
+        fn bulk(out: &mut Vec<u8>, s: &[u8]) {
+            out.push(b'$');
+            out.extend_from_slice(s.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(s);
+            out.extend_from_slice(b"\r\n");
+        }
+        fn array(n: usize) -> Vec<u8> {
+            format!("*{n}\r\n").into_bytes()
+        }
+        match self {
+            Command::Script { name, keys, args } => {
+                let mut out = array(3 + keys.len() + args.len());
+                bulk(&mut out, b"EVALSHA");
+                bulk(&mut out, script_sha1(name).as_bytes());
+                bulk(&mut out, keys.len().to_string().as_bytes());
+                for s in keys.iter().chain(args) {
+                    bulk(&mut out, s.as_bytes());
+                }
+                out
+            }
+            Command::Get(key) => {
+                let mut out = array(2);
+                bulk(&mut out, b"GET");
+                bulk(&mut out, key.as_bytes());
+                out
+            }
+        }
+    }
+}
+
+/// The SHA-1 of script `name`'s source, in hex (what `EVALSHA` names it
+/// by); empty for a name that is not one of [`scripts`].
+pub fn script_sha1(name: &str) -> String {
+    use sha1::{Digest, Sha1};
+    scripts()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, source)| {
+            Sha1::digest(source.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A Redis reply, as far as the write scripts and `GET` answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply<'a> {
+    /// A nil reply.
+    Nil,
+    /// An integer reply.
+    Integer(i64),
+    /// A bulk string reply.
+    Bulk(&'a str),
+}
+
+/// The command that performs `op` under `prefix`: the claim script for an
+/// insert (it answers the winner), the fenced scripts for the writes, `GET`
+/// for a read. `None` for what Redis does not perform for a driver (a list,
+/// a purge, a look-up, an effect, a pause).
+pub fn command(prefix: &str, op: &Op) -> Option<Command> {
+    let script = |name, key: &str, args| Command::Script {
+        name,
+        keys: keys(prefix, key),
+        args,
+    };
+    Some(match op {
+        Op::Insert(r) => script("claim", &r.key, insert_args(r)),
+        Op::Get(key) => Command::Get(record_key(prefix, key)),
+        Op::Complete(c) => script("complete", &c.key, complete_args(c)),
+        Op::Replace(r) => script("replace", &r.record.key, replace_args(r)),
+        Op::Release(r) => script("release", &r.key, release_args(r)),
+        Op::List { .. } | Op::Purge { .. } | Op::Ask(_) | Op::Effect(_) | Op::Wait(_) => {
+            return None
+        }
+    })
+}
+
+/// What `reply`, the answer to [`command`]`(_, op)`, means to the flow
+/// that asked for `op`.
+///
+/// # Errors
+/// `store-failed` when the reply is not one that command gives (or a
+/// record's value is not in the layout).
+pub fn op_result(op: &Op, reply: Reply<'_>) -> crate::Result<OpResult> {
+    let unexpected = || {
+        crate::Error::field(
+            crate::ErrorCode::StoreFailed,
+            "redis",
+            format!("Redis answered {reply:?} to the command for {}", op.as_str()),
+        )
+    };
+    Ok(match (op, reply) {
+        (Op::Insert(_), Reply::Integer(1)) => OpResult::Inserted(true),
+        (Op::Insert(_), Reply::Integer(0) | Reply::Nil) => OpResult::Inserted(false),
+        (Op::Insert(r), Reply::Bulk(value)) => OpResult::Existing(decode(&r.key, value)?),
+        (Op::Get(_), Reply::Nil) => OpResult::Got(None),
+        (Op::Get(key), Reply::Bulk(value)) => OpResult::Got(Some(decode(key, value)?)),
+        (Op::Complete(_) | Op::Replace(_) | Op::Release(_), Reply::Integer(n @ (0 | 1))) => {
+            OpResult::Written(n == 1)
+        }
+        _ => return Err(unexpected()),
+    })
 }
 
 /// The key of one record: `{prefix}:rec:{key}`.
@@ -412,6 +553,57 @@ mod tests {
             assert_eq!(source.matches("EXPIRE").count(), 1, "{name}");
         }
         assert!(INSERT.contains("'SET', KEYS[1], h .. ARGV[8] .. '\\n' .. ARGV[9], 'NX'"));
+        assert!(CLAIM.contains("'SET', KEYS[1], h .. ARGV[8] .. '\\n' .. ARGV[9], 'NX'"));
+        assert!(CLAIM.contains("return redis.call('GET', KEYS[1])"));
         assert!(!INSERT.contains("'EX'") && !INSERT.contains("'PX'"));
+    }
+
+    #[test]
+    fn a_driver_sends_the_claim_script_and_reads_the_winner_from_its_reply() {
+        let attempt = crate::claim::Attempt {
+            key: "k1".into(),
+            fingerprint: "fp".into(),
+            tenant_id: "t1".into(),
+            action_type: "pix.send".into(),
+            prior: None,
+        };
+        let record = Record::in_flight(&attempt, &"ab".repeat(16), 1_700_000_000);
+        let insert = Op::Insert(record.clone());
+        let Some(Command::Script { name, keys, args }) = command("p", &insert) else {
+            panic!("an insert is a script");
+        };
+        assert_eq!((name, keys[0].as_str()), ("claim", "p:rec:k1"));
+        assert_eq!(args, insert_args(&record));
+        assert_eq!(op_result(&insert, Reply::Integer(1)).unwrap(), OpResult::Inserted(true));
+        assert_eq!(op_result(&insert, Reply::Nil).unwrap(), OpResult::Inserted(false));
+        let value = encode(&record);
+        assert_eq!(
+            op_result(&insert, Reply::Bulk(&value)).unwrap(),
+            OpResult::Existing(record.clone())
+        );
+        let get = Op::Get("k1".into());
+        assert_eq!(command("p", &get), Some(Command::Get("p:rec:k1".into())));
+        assert_eq!(op_result(&get, Reply::Nil).unwrap(), OpResult::Got(None));
+        assert_eq!(
+            op_result(&get, Reply::Bulk(&value)).unwrap(),
+            OpResult::Got(Some(record))
+        );
+        assert_eq!(command("p", &Op::Wait(5)), None);
+        assert_eq!(
+            Command::Get("p:rec:k1".into()).to_resp(),
+            b"*2\r\n$3\r\nGET\r\n$8\r\np:rec:k1\r\n"
+        );
+        let resp = command("p", &insert).unwrap().to_resp();
+        let sha = script_sha1("claim");
+        assert_eq!(sha.len(), 40);
+        assert!(resp.starts_with(format!("*17\r\n$7\r\nEVALSHA\r\n$40\r\n{sha}\r\n$1\r\n5\r\n$8\r\np:rec:k1\r\n").as_bytes()));
+        assert_eq!(script_sha1("nope"), "");
+        for (op, reply) in [
+            (&insert, Reply::Integer(2)),
+            (&get, Reply::Integer(1)),
+            (&get, Reply::Bulk("not ik1")),
+        ] {
+            assert_eq!(op_result(op, reply).unwrap_err().code().as_str(), "store-failed");
+        }
     }
 }

@@ -15,7 +15,7 @@ token; only done records expire. Scripts run by ``EVALSHA``, falling back to
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import unquote
 
 import redis as redis_py
@@ -23,6 +23,7 @@ import redis.asyncio as redis_aio
 from redis import exceptions as rx
 
 from .. import _binding as b
+from .. import _packed
 from .. import schema as sch
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
@@ -107,6 +108,23 @@ def _pairs(raw: Any) -> List[StoredRecord]:
     return [sch.redis_decode(_text(items[i]), items[i + 1]) for i in range(0, len(items), 2)]
 
 
+def _round_trip(conn: Any, command: bytes) -> Any:
+    conn.send_packed_command([command])
+    return conn.read_response(disable_decoding=True)
+
+
+def _reply(raw: Any) -> Union[None, int, bytes]:
+    """A reply from redis-py as the core reads it (``redis.reply``: its
+    cases are told apart by type, so wasmtime-py takes them untagged)."""
+    if raw is None or (isinstance(raw, int) and not isinstance(raw, bool)):
+        return raw
+    if isinstance(raw, (bytes, bytearray)):
+        return bytes(raw)
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    raise StoreError("failed", f"redis: a command answered {type(raw).__name__}, not a nil, integer or bulk reply")
+
+
 def _purged(raw: Any) -> Tuple[int, int]:
     try:
         n, looked_at = raw
@@ -151,6 +169,7 @@ class RedisStore:
         self._layout = _Layout(self.prefix)
         self._scripts = sch.redis_scripts()
         self._batch = sch.redis_batch()
+        self._guest: Any = None
 
     def __repr__(self) -> str:
         return f"RedisStore(prefix={self.prefix!r}, owned={self._owned})"
@@ -170,14 +189,93 @@ class RedisStore:
     def _write(self, call: sch.RedisCall) -> bool:
         return int(self._run(call.script, call.keys, call.args)) == 1
 
+    def _flows(self, rt: b.Runtime) -> Any:
+        """The guest's ``redis-flows`` under this prefix in `rt` (call with
+        the runtime's lock held), made again after the instance was discarded."""
+        if self._guest is None or self._guest[0] is not rt or not rt.live(self._guest[1]):
+            handle = rt.call(b.REDIS, "[constructor]redis-flows", self.prefix)
+            self._guest = (rt, rt.generation, handle)
+        return self._guest[2]
+
+    def _flow_driver(self) -> Optional[Callable[[b.Runtime, Callable[[Any], Any]], Tuple[List[Any], bytes]]]:
+        """:meth:`drive`, for the guard: a subclass's own methods go through the ``store`` import."""
+        return self.drive if type(self) is RedisStore else None
+
+    def drive(self, rt: b.Runtime, start: Callable[[Any], Any]) -> Tuple[List[Any], bytes]:
+        """Runs one of the core's flows over this store: `start(flows)` makes
+        its first step (in `rt`, a packed answer of ``redis-flows``); each step
+        names one command, whose reply resumes the flow, until the end. The
+        end's header and body. A command that fails abandons the flow and
+        raises the store's error."""
+        with rt.lock:
+            flows = self._flows(rt)
+            step = b.unwrap_record(start(flows))
+        while True:
+            head = _packed.loads(step.header)
+            if head[0] != "send":
+                return head, bytes(step.body)
+            try:
+                reply = _reply(self._send(step.body))
+            except BaseException:
+                with rt.lock:
+                    if rt.live(self._guest[1]):
+                        rt.call(b.REDIS, "[method]redis-flows.abandon", flows, head[1])
+                raise
+            with rt.lock:
+                step = b.unwrap_record(rt.call(b.REDIS, "[method]redis-flows.resume", flows, head[1], reply))
+
+    def _send(self, command: bytes) -> Any:
+        """Sends one command the core wrote out (RESP bytes) on a connection
+        of the client's pool and reads the reply with redis-py's parser,
+        under the connection's retry policy, as the client's own commands
+        are; a script the server does not know yet is loaded, and the same
+        bytes sent again."""
+        client = self.client
+        if client.connection is not None:  # a single-connection client: its own lock and path
+            return self._send_through(client, command)
+        pool = client.connection_pool
+        conn = pool.get_connection()
+        try:
+            try:
+                return conn.retry.call_with_retry(lambda: _round_trip(conn, command),
+                                                  lambda error: conn.disconnect())
+            except rx.NoScriptError:
+                self._load_scripts()
+                return conn.retry.call_with_retry(lambda: _round_trip(conn, command),
+                                                  lambda error: conn.disconnect())
+        except (rx.RedisError, OSError) as e:
+            raise _failure(e) from e
+        finally:
+            pool.release(conn)
+
+    def _send_through(self, client: Any, command: bytes) -> Any:
+        with client.single_connection_lock:
+            conn = client.connection
+            try:
+                try:
+                    return _round_trip(conn, command)
+                except rx.NoScriptError:
+                    self._load_scripts()
+                    return _round_trip(conn, command)
+            except (rx.RedisError, OSError) as e:
+                conn.disconnect()
+                raise _failure(e) from e
+
+    def _load_scripts(self) -> None:
+        for script in self._scripts.values():
+            self.client.script_load(script.source)
+
+    def _get_value(self, record_key: str) -> Any:
+        try:
+            return self.client.get(record_key)
+        except (rx.RedisError, OSError) as e:
+            raise _failure(e) from e
+
     def insert(self, record: StoredRecord) -> bool:
         return self._write(sch.redis_insert(self.prefix, record))
 
     def get(self, key: str) -> Optional[StoredRecord]:
-        try:
-            value = self.client.get(self._layout.record_prefix + key)
-        except (rx.RedisError, OSError) as e:
-            raise _failure(e) from e
+        value = self._get_value(self._layout.record_prefix + key)
         return None if value is None else sch.redis_decode(key, value)
 
     def complete(self, completion: Completion) -> bool:

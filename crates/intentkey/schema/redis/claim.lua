@@ -1,0 +1,13 @@
+-- The claim that answers with the record it lost to: insert.lua, except that
+-- when the key exists the answer is the record's value, read in the same
+-- script, so a repeat is one round trip.
+-- ARGV: key, status, owner_token, created_at, lookups, next_lookup_at, expires_at, identity, response
+if string.find(ARGV[8], '\n', 1, true) then fail('the identity line holds a newline') end
+local h = header(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+if not redis.call('SET', KEYS[1], h .. ARGV[8] .. '\n' .. ARGV[9], 'NX') then
+  return redis.call('GET', KEYS[1])
+end
+-- A record Redis expired leaves index members behind: the new one replaces them.
+for i = 2, 5 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+settle(ARGV[1], ARGV[2], ARGV[4], ARGV[7])
+return 1
