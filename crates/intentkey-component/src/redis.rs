@@ -47,7 +47,9 @@ fn misuse(what: String) -> t::Error {
 
 impl RedisFlows {
     /// The command for `op`, with the flow `pending` kept under `id` until
-    /// its reply comes back.
+    /// its reply comes back, and `then`: the end the flow reaches if that
+    /// reply is the integer 1 (its own answer to that reply, worked out
+    /// now on a copy), so that the host need not resume it for one.
     fn wait(&self, id: u32, pending: Pending, op: core::Op) -> Result<Packed, t::Error> {
         let command = layout::command(&self.prefix, &op).ok_or_else(|| {
             misuse(format!(
@@ -55,8 +57,26 @@ impl RedisFlows {
                 op.as_str()
             ))
         })?;
+        let then = layout::op_result(&op, layout::Reply::Integer(1))
+            .ok()
+            .and_then(|one| match &pending {
+                Pending::Claim {
+                    flow,
+                    key,
+                    owner_token,
+                } => match flow.clone().resume(one) {
+                    Ok(core::Step::Done(outcome)) => {
+                        claim_end(key, t::ClaimOutcome::from(outcome), owner_token)
+                    }
+                    _ => None,
+                },
+                Pending::Finish(flow) => match flow.clone().resume(one) {
+                    Ok(core::Step::Done(finished)) => Some(finish_end(finished)),
+                    _ => None,
+                },
+            });
         self.pending.borrow_mut().insert(id, (pending, op));
-        Ok(packed::packed(json!(["send", id]), command.to_resp()))
+        Ok(packed::packed(json!(["send", id, then]), command.to_resp()))
     }
 
     fn claim_step(
@@ -94,18 +114,37 @@ impl RedisFlows {
     ) -> Result<Packed, t::Error> {
         match step {
             core::Step::Io(op) => self.wait(id, Pending::Finish(flow), op),
-            core::Step::Done(finished) => Ok(packed::packed(
-                json!(["finished", finished.as_str()]),
-                Vec::new(),
-            )),
+            core::Step::Done(finished) => Ok(packed::packed(finish_end(finished), Vec::new())),
         }
     }
 
-    fn id(&self) -> u32 {
+    /// A new flow's id, after forgetting the flows the host `settled` (each
+    /// ended on its step's `then`).
+    fn id(&self, settled: &[u32]) -> u32 {
+        if !settled.is_empty() {
+            let mut pending = self.pending.borrow_mut();
+            for id in settled {
+                pending.remove(id);
+            }
+        }
         let id = self.next.get();
         self.next.set(id.wrapping_add(1));
         id
     }
+}
+
+/// A claim's end as a step's `then`: only an end with no body (a stored
+/// answer is never the end of a reply of 1).
+fn claim_end(key: &str, outcome: t::ClaimOutcome, owner_token: &str) -> Option<serde_json::Value> {
+    let end = claimed(Some("claimed"), key, outcome, owner_token);
+    if !end.body.is_empty() {
+        return None;
+    }
+    serde_json::from_slice(&end.header).ok()
+}
+
+fn finish_end(finished: core::Finished) -> serde_json::Value {
+    json!(["finished", finished.as_str()])
 }
 
 fn reply_in(reply: &Reply) -> Result<layout::Reply<'_>, t::Error> {
@@ -136,6 +175,7 @@ impl GuestRedisFlows for RedisFlows {
         keyer: KeyerBorrow<'_>,
         request: Vec<u8>,
         header_len: u32,
+        settled: Vec<u32>,
     ) -> Result<Packed, t::Error> {
         let r = packed::claim_request(&request, header_len)?;
         let attempt = keyer
@@ -145,14 +185,19 @@ impl GuestRedisFlows for RedisFlows {
         let owner_token = token(&r.seed)?;
         let mut flow = core::ClaimFlow::new(&attempt, &owner_token, r.now);
         let step = flow.start();
-        self.claim_step(self.id(), flow, attempt.key, owner_token, step)
+        self.claim_step(self.id(&settled), flow, attempt.key, owner_token, step)
     }
 
-    fn finish(&self, request: Vec<u8>, header_len: u32) -> Result<Packed, t::Error> {
+    fn finish(
+        &self,
+        request: Vec<u8>,
+        header_len: u32,
+        settled: Vec<u32>,
+    ) -> Result<Packed, t::Error> {
         let r = packed::finish_request(&request, header_len)?;
         let mut flow = crate::flows::finish_flow(&r.key, &r.owner_token, r.effect, r.now, r.rules);
         let step = flow.start();
-        self.finish_step(self.id(), flow, step)
+        self.finish_step(self.id(&settled), flow, step)
     }
 
     fn resume(&self, id: u32, reply: Reply) -> Result<Packed, t::Error> {

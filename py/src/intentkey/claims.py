@@ -373,8 +373,9 @@ class Guard(GuardBase):
         if store is None:
             rt = self._rt
             assert driver is not None
-            head, body = driver(rt, lambda flows: rt.call(
-                b.REDIS, "[method]redis-flows.claim-intent", flows, keyer._guest.handle(), request, header_len))
+            head, body = driver(rt, lambda flows, settled: rt.call(
+                b.REDIS, "[method]redis-flows.claim-intent", flows, keyer._guest.handle(), request, header_len,
+                settled))
             return _packed.claim_of(head[1:], body)
         with self._rt.lock:
             packed = self._rt.call(b.MEMORY, _packed.CLAIM, store.handle(), keyer._guest.handle(), request, header_len)
@@ -397,8 +398,8 @@ class Guard(GuardBase):
             else:
                 if driver is not None:
                     rt = self._rt
-                    head, _ = driver(rt, lambda flows: rt.call(
-                        b.REDIS, "[method]redis-flows.finish", flows, request, header_len))
+                    head, _ = driver(rt, lambda flows, settled: rt.call(
+                        b.REDIS, "[method]redis-flows.finish", flows, request, header_len, settled))
                     return Finished(head[1])
                 with self._rt.lock:
                     finished = self._rt.call(b.MEMORY, _packed.FINISH, mem.handle(), request, header_len)
@@ -460,7 +461,7 @@ def _safe_lookup(lookup: Callable[[str], Lookup]) -> Callable[[str], Lookup]:
     return ask
 
 
-def flow_driver(store: Any) -> Optional[Callable[[b.Runtime, Callable[[Any], Any]], Tuple[List[Any], bytes]]]:
+def flow_driver(store: Any) -> Optional[Callable[[b.Runtime, Callable[[Any, List[int]], Any]], Tuple[List[Any], bytes]]]:
     """`store`'s driver of the core's flows run inside the instance (a
     :class:`intentkey.stores.redis.RedisStore`, not a subclass: a subclass's
     own methods are called through the ``store`` import), or ``None``."""

@@ -173,7 +173,7 @@ impl Command {
             Command::Script { name, keys, args } => {
                 let mut out = array(3 + keys.len() + args.len());
                 bulk(&mut out, b"EVALSHA");
-                bulk(&mut out, script_sha1(name).as_bytes());
+                bulk(&mut out, sha1_of(name).unwrap_or_default().as_bytes());
                 bulk(&mut out, keys.len().to_string().as_bytes());
                 for s in keys.iter().chain(args) {
                     bulk(&mut out, s.as_bytes());
@@ -193,17 +193,28 @@ impl Command {
 /// The SHA-1 of script `name`'s source, in hex (what `EVALSHA` names it
 /// by); empty for a name that is not one of [`scripts`].
 pub fn script_sha1(name: &str) -> String {
+    sha1_of(name).map(str::to_owned).unwrap_or_default()
+}
+
+/// The scripts' SHA-1s, computed once.
+fn sha1_of(name: &str) -> Option<&'static str> {
     use sha1::{Digest, Sha1};
-    scripts()
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, source)| {
-            Sha1::digest(source.as_bytes())
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
-        })
-        .unwrap_or_default()
+    static SHAS: std::sync::OnceLock<Vec<(&'static str, String)>> = std::sync::OnceLock::new();
+    SHAS.get_or_init(|| {
+        scripts()
+            .iter()
+            .map(|(n, source)| {
+                let hex = Sha1::digest(source.as_bytes())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                (*n, hex)
+            })
+            .collect()
+    })
+    .iter()
+    .find(|(n, _)| *n == name)
+    .map(|(_, sha)| sha.as_str())
 }
 
 /// A Redis reply, as far as the write scripts and `GET` answer.

@@ -14,6 +14,7 @@ token; only done records expire. Scripts run by ``EVALSHA``, falling back to
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import unquote
@@ -170,6 +171,9 @@ class RedisStore:
         self._scripts = sch.redis_scripts()
         self._batch = sch.redis_batch()
         self._guest: Any = None
+        self._settled: List[int] = []
+        self._idle: List[Any] = []
+        self._idle_pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"RedisStore(prefix={self.prefix!r}, owned={self._owned})"
@@ -194,22 +198,26 @@ class RedisStore:
         the runtime's lock held), made again after the instance was discarded."""
         if self._guest is None or self._guest[0] is not rt or not rt.live(self._guest[1]):
             handle = rt.call(b.REDIS, "[constructor]redis-flows", self.prefix)
-            self._guest = (rt, rt.generation, handle)
+            self._guest, self._settled = (rt, rt.generation, handle), []
         return self._guest[2]
 
-    def _flow_driver(self) -> Optional[Callable[[b.Runtime, Callable[[Any], Any]], Tuple[List[Any], bytes]]]:
+    def _flow_driver(self) -> Optional[Callable[[b.Runtime, Callable[[Any, List[int]], Any]], Tuple[List[Any], bytes]]]:
         """:meth:`drive`, for the guard: a subclass's own methods go through the ``store`` import."""
         return self.drive if type(self) is RedisStore else None
 
-    def drive(self, rt: b.Runtime, start: Callable[[Any], Any]) -> Tuple[List[Any], bytes]:
-        """Runs one of the core's flows over this store: `start(flows)` makes
-        its first step (in `rt`, a packed answer of ``redis-flows``); each step
-        names one command, whose reply resumes the flow, until the end. The
-        end's header and body. A command that fails abandons the flow and
-        raises the store's error."""
+    def drive(self, rt: b.Runtime, start: Callable[[Any, List[int]], Any]) -> Tuple[List[Any], bytes]:
+        """Runs one of the core's flows over this store: ``start(flows,
+        settled)`` makes its first step (in `rt`, a packed answer of
+        ``redis-flows``); each step names one command, whose reply resumes
+        the flow, until the end, which is returned (header and body). A reply
+        of 1 to a step that says what it leads to (`then`) ends there with
+        no resume; the flow is named among the next start's `settled`. A
+        command that fails abandons the flow and raises the store's error."""
         with rt.lock:
             flows = self._flows(rt)
-            step = b.unwrap_record(start(flows))
+            settled, self._settled = self._settled, []
+            step = b.unwrap_record(start(flows, settled))
+            generation = rt.generation
         while True:
             head = _packed.loads(step.header)
             if head[0] != "send":
@@ -218,9 +226,15 @@ class RedisStore:
                 reply = _reply(self._send(step.body))
             except BaseException:
                 with rt.lock:
-                    if rt.live(self._guest[1]):
+                    if rt.live(generation):
                         rt.call(b.REDIS, "[method]redis-flows.abandon", flows, head[1])
                 raise
+            then = head[2]
+            if reply == 1 and then is not None:
+                with rt.lock:
+                    if rt.live(generation):
+                        self._settled.append(head[1])
+                return then, b""
             with rt.lock:
                 step = b.unwrap_record(rt.call(b.REDIS, "[method]redis-flows.resume", flows, head[1], reply))
 
@@ -229,24 +243,42 @@ class RedisStore:
         of the client's pool and reads the reply with redis-py's parser,
         under the connection's retry policy, as the client's own commands
         are; a script the server does not know yet is loaded, and the same
-        bytes sent again."""
+        bytes sent again. The store keeps the connections it used (each
+        reply read whole, so none has data waiting) and hands them back to
+        the pool on :meth:`close`; one that failed is disconnected and
+        returned at once."""
         client = self.client
         if client.connection is not None:  # a single-connection client: its own lock and path
             return self._send_through(client, command)
-        pool = client.connection_pool
-        conn = pool.get_connection()
+        conn = self._connection()
+        kept = False
         try:
             try:
-                return conn.retry.call_with_retry(lambda: _round_trip(conn, command),
-                                                  lambda error: conn.disconnect())
+                reply = conn.retry.call_with_retry(lambda: _round_trip(conn, command),
+                                                   lambda error: conn.disconnect())
             except rx.NoScriptError:
                 self._load_scripts()
-                return conn.retry.call_with_retry(lambda: _round_trip(conn, command),
-                                                  lambda error: conn.disconnect())
+                reply = conn.retry.call_with_retry(lambda: _round_trip(conn, command),
+                                                   lambda error: conn.disconnect())
+            kept = True
+            return reply
         except (rx.RedisError, OSError) as e:
             raise _failure(e) from e
         finally:
-            pool.release(conn)
+            if kept:
+                self._idle.append(conn)
+            else:
+                conn.disconnect()
+                client.connection_pool.release(conn)
+
+    def _connection(self) -> Any:
+        pid = os.getpid()
+        if pid != self._idle_pid:  # a forked child: the parent's sockets are not its own
+            self._idle, self._idle_pid = [], pid
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return self.client.connection_pool.get_connection()
 
     def _send_through(self, client: Any, command: bytes) -> Any:
         with client.single_connection_lock:
@@ -304,7 +336,12 @@ class RedisStore:
                 return deleted
 
     def close(self) -> None:
-        """Closes the client if this store made it."""
+        """Hands the connections the store kept back to the client's pool,
+        and closes the client if this store made it."""
+        idle, self._idle = self._idle, []
+        if self._idle_pid == os.getpid():
+            for conn in idle:
+                self.client.connection_pool.release(conn)
         if self._owned:
             self.client.close()
 
