@@ -66,11 +66,18 @@ type ClaimHeader = (String, String, i64, Option<String>, Option<u32>, i64);
 pub(crate) fn claim_request(request: &[u8], header_len: u32) -> Result<ClaimRequest, t::Error> {
     let seed = request
         .get(..OWNER_TOKEN_BYTES)
-        .ok_or_else(|| bad(format!("a packed claim starts with {OWNER_TOKEN_BYTES} random bytes")))?
+        .ok_or_else(|| {
+            bad(format!(
+                "a packed claim starts with {OWNER_TOKEN_BYTES} random bytes"
+            ))
+        })?
         .to_vec();
     let (head, payload) = split(request, OWNER_TOKEN_BYTES, header_len)?;
     let (tenant_id, action_type, intent_epoch, intent_id, key_hex_length, now): ClaimHeader =
-        header(head, "[tenant-id, action-type, intent-epoch, intent-id, key-hex-length, now]")?;
+        header(
+            head,
+            "[tenant-id, action-type, intent-epoch, intent-id, key-hex-length, now]",
+        )?;
     Ok(ClaimRequest {
         seed,
         intent: t::Intent {

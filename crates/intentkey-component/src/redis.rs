@@ -178,9 +178,10 @@ impl GuestRedisFlows for RedisFlows {
         settled: Vec<u32>,
     ) -> Result<Packed, t::Error> {
         let r = packed::claim_request(&request, header_len)?;
-        let attempt = keyer
-            .get::<Keyer>()
-            .intent_attempt(r.intent, r.intent_id, r.key_hex_length)?;
+        let attempt =
+            keyer
+                .get::<Keyer>()
+                .intent_attempt(r.intent, r.intent_id, r.key_hex_length)?;
         let attempt = core::Attempt::from(attempt);
         let owner_token = token(&r.seed)?;
         let mut flow = core::ClaimFlow::new(&attempt, &owner_token, r.now);

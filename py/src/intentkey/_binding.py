@@ -38,7 +38,7 @@ from wasmtime import Config, Engine, Store
 from wasmtime.component import Component, Linker, Record, ResourceAny, Variant
 from wasmtime.component import _types as _wasmtime_types
 
-from ._codes import ERROR_CODES, WIT_VERSION
+from ._codes import ERROR_CODES, WIT_VERSION, ErrorCode
 from .errors import IntentkeyError, IntentkeyTrap
 from .types import (
     Absent,
@@ -202,7 +202,19 @@ def error_record(code: str, field: Optional[str], message: str) -> Record:
 def text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise IntentkeyError("invalid-argument", name, f"{name} must be str, not {type(value).__name__}")
+    if not value.isascii():
+        unicode_text(name, value)
     return value
+
+
+def unicode_text(name: str, value: str, code: ErrorCode = "invalid-argument") -> None:
+    """Refuses text that is not Unicode scalar values (a lone surrogate, as
+    Python strings may hold): the component takes only UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise IntentkeyError(code, name, f"{name} holds {value[e.start:e.end]!r} at {e.start}, a lone surrogate: "
+                                         "not Unicode text, which is all the component takes") from None
 
 
 def s64(name: str, value: Any) -> int:

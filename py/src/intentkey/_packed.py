@@ -8,16 +8,15 @@ claim's work inside it. The packed methods take the same arguments as
 payload's text or the body's bytes) and answer in two, so a claim is three
 calls into the guest instead of seven and a finish three instead of nine.
 The guest takes the request apart into the typed values and runs the same
-method; nothing is decided here. A value that cannot be packed (a string
-with a lone surrogate, which is not UTF-8) goes through the typed method,
-so its error is the typed method's.
+method; nothing is decided here. Every string is checked before (``_binding.text``:
+a lone surrogate is not UTF-8), so every request encodes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _binding as b
 from .errors import IntentkeyError
@@ -34,19 +33,11 @@ CLAIM = "[method]memory-store.claim-intent-packed"
 FINISH = "[method]memory-store.finish-packed"
 
 
-class Unpackable(Exception):
-    """A value that is not UTF-8: the caller uses the typed method."""
-
-
 def claim_request(tenant_id: str, action_type: str, payload_json: str, intent_epoch: int,
                   intent_id: Optional[str], key_hex_length: Optional[int], now: int) -> Tuple[bytes, int]:
     """``(request, header-len)`` of a packed claim (arguments already checked)."""
-    try:
-        head = _dumps([tenant_id, action_type, intent_epoch, intent_id, key_hex_length, now]).encode("utf-8")
-        body = payload_json.encode("utf-8")
-    except UnicodeEncodeError:
-        raise Unpackable from None
-    return _urandom(b.SEED_BYTES) + head + body, len(head)
+    head = _dumps([tenant_id, action_type, intent_epoch, intent_id, key_hex_length, now]).encode("utf-8")
+    return _urandom(b.SEED_BYTES) + head + payload_json.encode("utf-8"), len(head)
 
 
 def claimed(answer: Any) -> Tuple[str, Claim]:
@@ -73,7 +64,7 @@ def _response_parts(r: Any) -> Tuple[int, str, List[Tuple[str, str]], bytes]:
 
 
 def finish_request(key: str, owner_token: str, result: EffectResult, now: int, ttl_seconds: int,
-                   release_statuses: Tuple[int, ...], fast_completion: bool) -> Tuple[bytes, int]:
+                   release_statuses: Sequence[int], fast_completion: bool) -> Tuple[bytes, int]:
     """``(request, header-len)`` of a packed finish (`key`, `owner_token`
     and `now` already checked; the result is checked here)."""
     if isinstance(result, Answered):
@@ -88,9 +79,6 @@ def finish_request(key: str, owner_token: str, result: EffectResult, now: int, t
     else:
         raise IntentkeyError("invalid-argument", "result",
                                f"an effect result is Answered, Refused or Failed, not {type(result).__name__}")
-    try:
-        head = _dumps([key, owner_token, effect, status, content_type, headers, now, ttl_seconds,
-                       release_statuses, fast_completion]).encode("utf-8")
-    except UnicodeEncodeError:
-        raise Unpackable from None
+    head = _dumps([key, owner_token, effect, status, content_type, headers, now, ttl_seconds,
+                   list(release_statuses), fast_completion]).encode("utf-8")
     return head + body, len(head)

@@ -348,11 +348,12 @@ class Guard(GuardBase):
                      now: Optional[int] = None) -> Tuple[str, Claim]:
         """``keyer.intent_attempt(...)`` then :meth:`claim`: the attempt's key
         and its claim (finish with that key). Over a :class:`MemoryStore` both
-        are one call into the core."""
+        are one call into the core; over a
+        :class:`intentkey.stores.redis.RedisStore` the claim flow runs inside
+        the instance, one call per Redis command."""
         store = in_guest(self.store, self._rt)
         driver = None if store is not None else flow_driver(self.store)
-        driven = driver is not None
-        if (store is None and not driven) or keyer._guest._rt is not self._rt:
+        if (store is None and driver is None) or keyer._guest._rt is not self._rt:
             attempt = keyer.intent_attempt(tenant_id, action_type, payload, intent_epoch, intent_id, key_hex_length)
             return attempt.key, self.claim(attempt, now=now)
         at = self.now(now)
@@ -360,23 +361,15 @@ class Guard(GuardBase):
         text, intent_epoch = payload_json(payload), b.s64("intent_epoch", intent_epoch)
         intent_id = None if intent_id is None else b.text("intent_id", intent_id)
         key_hex_length = b.key_length(key_hex_length)
-        try:
-            request, header_len = _packed.claim_request(tenant_id, action_type, text, intent_epoch, intent_id,
-                                                        key_hex_length, at)
-        except _packed.Unpackable:
-            with self._rt.lock:
-                answer = self._rt.call(b.MEMORY, "[method]memory-store.claim-intent", store.handle(),
-                                       keyer._guest.handle(), intent_wit(tenant_id, action_type, text, intent_epoch),
-                                       intent_id, key_hex_length, at, os.urandom(b.SEED_BYTES))
-            claimed = b.unwrap_record(answer)
-            return claimed.key, claim_from_wit(claimed.outcome, b.get(claimed, "owner_token"))
-        if store is None:
+        request, header_len = _packed.claim_request(tenant_id, action_type, text, intent_epoch, intent_id,
+                                                    key_hex_length, at)
+        if driver is not None:
             rt = self._rt
-            assert driver is not None
             head, body = driver(rt, lambda flows, settled: rt.call(
                 b.REDIS, "[method]redis-flows.claim-intent", flows, keyer._guest.handle(), request, header_len,
                 settled))
             return _packed.claim_of(head[1:], body)
+        assert store is not None
         with self._rt.lock:
             packed = self._rt.call(b.MEMORY, _packed.CLAIM, store.handle(), keyer._guest.handle(), request, header_len)
         return _packed.claimed(b.unwrap_record(packed))
@@ -390,20 +383,17 @@ class Guard(GuardBase):
         driver = None if mem is not None else flow_driver(self.store)
         if mem is not None or driver is not None:
             rules = self.rules
-            try:
-                request, header_len = _packed.finish_request(key, owner_token, result, at, rules.ttl_seconds,
-                                                             rules.release_statuses, rules.fast_completion)
-            except _packed.Unpackable:
-                pass
-            else:
-                if driver is not None:
-                    rt = self._rt
-                    head, _ = driver(rt, lambda flows, settled: rt.call(
-                        b.REDIS, "[method]redis-flows.finish", flows, request, header_len, settled))
-                    return Finished(head[1])
-                with self._rt.lock:
-                    finished = self._rt.call(b.MEMORY, _packed.FINISH, mem.handle(), request, header_len)
-                return Finished(b.unwrap(finished))
+            request, header_len = _packed.finish_request(key, owner_token, result, at, rules.ttl_seconds,
+                                                         rules.release_statuses, rules.fast_completion)
+            if driver is not None:
+                rt = self._rt
+                head, _ = driver(rt, lambda flows, settled: rt.call(
+                    b.REDIS, "[method]redis-flows.finish", flows, request, header_len, settled))
+                return Finished(head[1])
+            assert mem is not None
+            with self._rt.lock:
+                finished = self._rt.call(b.MEMORY, _packed.FINISH, mem.handle(), request, header_len)
+            return Finished(b.unwrap(finished))
         answer = self._call("finish", key, owner_token, b.effect_to_wit(result), at, self._wit_rules)
         return Finished(b.unwrap(answer))
 

@@ -87,6 +87,8 @@ def _policy(policy: Any) -> Optional[str]:
 def _payload(payload: Any) -> str:
     """JSON text as given (number literals kept as written), or a dict dumped."""
     if isinstance(payload, str):
+        if not payload.isascii():
+            b.unicode_text("payload_json", payload, "invalid-payload")
         return payload
     if isinstance(payload, dict):
         return json.dumps(payload)

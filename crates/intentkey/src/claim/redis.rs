@@ -261,7 +261,10 @@ pub fn op_result(op: &Op, reply: Reply<'_>) -> crate::Result<OpResult> {
         crate::Error::field(
             crate::ErrorCode::StoreFailed,
             "redis",
-            format!("Redis answered {reply:?} to the command for {}", op.as_str()),
+            format!(
+                "Redis answered {reply:?} to the command for {}",
+                op.as_str()
+            ),
         )
     };
     Ok(match (op, reply) {
@@ -585,8 +588,14 @@ mod tests {
         };
         assert_eq!((name, keys[0].as_str()), ("claim", "p:rec:k1"));
         assert_eq!(args, insert_args(&record));
-        assert_eq!(op_result(&insert, Reply::Integer(1)).unwrap(), OpResult::Inserted(true));
-        assert_eq!(op_result(&insert, Reply::Nil).unwrap(), OpResult::Inserted(false));
+        assert_eq!(
+            op_result(&insert, Reply::Integer(1)).unwrap(),
+            OpResult::Inserted(true)
+        );
+        assert_eq!(
+            op_result(&insert, Reply::Nil).unwrap(),
+            OpResult::Inserted(false)
+        );
         let value = encode(&record);
         assert_eq!(
             op_result(&insert, Reply::Bulk(&value)).unwrap(),
@@ -607,14 +616,20 @@ mod tests {
         let resp = command("p", &insert).unwrap().to_resp();
         let sha = script_sha1("claim");
         assert_eq!(sha.len(), 40);
-        assert!(resp.starts_with(format!("*17\r\n$7\r\nEVALSHA\r\n$40\r\n{sha}\r\n$1\r\n5\r\n$8\r\np:rec:k1\r\n").as_bytes()));
+        assert!(resp.starts_with(
+            format!("*17\r\n$7\r\nEVALSHA\r\n$40\r\n{sha}\r\n$1\r\n5\r\n$8\r\np:rec:k1\r\n")
+                .as_bytes()
+        ));
         assert_eq!(script_sha1("nope"), "");
         for (op, reply) in [
             (&insert, Reply::Integer(2)),
             (&get, Reply::Integer(1)),
             (&get, Reply::Bulk("not ik1")),
         ] {
-            assert_eq!(op_result(op, reply).unwrap_err().code().as_str(), "store-failed");
+            assert_eq!(
+                op_result(op, reply).unwrap_err().code().as_str(),
+                "store-failed"
+            );
         }
     }
 }

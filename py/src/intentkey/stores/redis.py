@@ -250,7 +250,10 @@ class RedisStore:
         client = self.client
         if client.connection is not None:  # a single-connection client: its own lock and path
             return self._send_through(client, command)
-        conn = self._connection()
+        try:
+            conn = self._connection()
+        except (rx.RedisError, OSError) as e:
+            raise _failure(e) from e
         kept = False
         try:
             try:
