@@ -14,8 +14,11 @@ Powertools' idempotency, in one run with one pair of clocks.
     call: a new payload (a new key) each call; replay: one payload again.
 
 Both sides get the same payload dict and the same handler; both derive their
-key from the payload and serialize the handler's answer. Every figure is the
-median over REPEATS of process CPU time and of wall time per call.
+key from the payload and serialize the handler's answer. The measures are
+interleaved: each of REPEATS rounds times every measure once (N calls), so
+the two sides of a ratio see the machine as it was in the same round. A
+figure is the median over rounds of process CPU time and of wall time per
+call; a ratio is the median of the rounds' ratios.
 
 Run: python py/bench/bench_python.py   (REPEATS=7 N=2000 to change the sizes;
 INTENTKEY_FASTPATH=0 for plain wasmtime-py)
@@ -64,21 +67,22 @@ def handler(payment: Dict[str, Any]) -> Dict[str, Any]:
     return {"status": 201, "amount": payment["amount"]}
 
 
+def one_round(run: Callable[[int], Any], n: int, setup: Optional[Callable[[], Any]] = None) -> Tuple[float, float]:
+    """(cpu µs, wall µs) per call over `n` calls of `run(i)`."""
+    if setup is not None:
+        setup()
+    base = next(_seq) * n * 10
+    c0, w0 = time.process_time(), time.perf_counter()
+    for i in range(base, base + n):
+        run(i)
+    c1, w1 = time.process_time(), time.perf_counter()
+    return (c1 - c0) / n * 1e6, (w1 - w0) / n * 1e6
+
+
 def timed(run: Callable[[int], Any], n: int, setup: Optional[Callable[[], Any]] = None) -> Tuple[float, float]:
-    """(cpu µs, wall µs) per call, medians over REPEATS; `run(i)` is one call."""
-    cpu: List[float] = []
-    wall: List[float] = []
-    for _ in range(REPEATS):
-        if setup is not None:
-            setup()
-        base = next(_seq) * n * 10
-        c0, w0 = time.process_time(), time.perf_counter()
-        for i in range(base, base + n):
-            run(i)
-        c1, w1 = time.process_time(), time.perf_counter()
-        cpu.append((c1 - c0) / n * 1e6)
-        wall.append((w1 - w0) / n * 1e6)
-    return statistics.median(cpu), statistics.median(wall)
+    """(cpu µs, wall µs) per call, medians over REPEATS rounds."""
+    rounds = [one_round(run, n, setup) for _ in range(REPEATS)]
+    return statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds)
 
 
 # -- Powertools ------------------------------------------------------------------------
@@ -124,6 +128,9 @@ class IntentkeySide:
         self.guard = ik.Guard(self.store)
 
     def fresh(self) -> None:
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
         self.store = self.make_store()
         self.guard = ik.Guard(self.store)
 
@@ -142,34 +149,51 @@ class IntentkeySide:
 
 def overheads(name: str, make_ik_store: Callable[[], Any], make_layer: Callable[[], Any], n: int,
               rows: List[Tuple[str, Tuple[float, float]]]) -> Dict[str, Tuple[float, float]]:
-    bare = timed(lambda i: handler(payload(i)), n)
-    out: Dict[str, Tuple[float, float]] = {}
-
-    def less(t: Tuple[float, float]) -> Tuple[float, float]:
-        return t[0] - bare[0], t[1] - bare[1]
-
+    """Overheads over the bare handler, and intentkey / Powertools ratios.
+    The measures are interleaved: each of REPEATS rounds times every one of
+    them once, so both sides of a ratio see the machine as it was in that
+    round; a figure is the median over rounds, a ratio the median of the
+    rounds' ratios."""
     side = IntentkeySide(make_ik_store)
-    for how, call in (("run", side.run), ("claim+finish", side.claim_finish)):
-        out[f"ik {how} first"] = less(timed(lambda i: call(payload(i)), n, side.fresh))
-        same = payload(1)
-        call(same)
-        out[f"ik {how} replay"] = less(timed(lambda i: call(same), n))
-    layers: List[Any] = []
+    state: Dict[str, Any] = {"layers": 0}
+    same = payload(1)
 
     def fresh_layer() -> None:
-        layers.append(make_layer())
-        state["fn"] = powertools(layers[-1], f"ikbench-{os.getpid()}-{len(layers)}")
+        state["layers"] += 1
+        state["fn"] = powertools(make_layer(), f"ikbench-{os.getpid()}-{state['layers']}")
 
-    state: Dict[str, Any] = {}
-    fresh_layer()
-    out["pt first"] = less(timed(lambda i: state["fn"](payment=payload(i)), n, fresh_layer))
-    fresh_layer()
-    same = payload(1)
-    state["fn"](payment=same)
-    out["pt replay"] = less(timed(lambda i: state["fn"](payment=same), n))
-    rows.append((f"{name}: bare handler", bare))
-    for k, v in out.items():
-        rows.append((f"{name}: {k} (overhead)", v))
+    def primed(call: Callable[[Dict[str, Any]], Any]) -> Callable[[], None]:
+        return lambda: call(same) and None
+
+    def pt(p: Dict[str, Any]) -> Any:
+        return state["fn"](payment=p)
+
+    plan: List[Tuple[str, Callable[[int], Any], Optional[Callable[[], Any]]]] = [("bare", lambda i: handler(payload(i)), None)]
+    for how, call in (("run", side.run), ("claim+finish", side.claim_finish)):
+        plan.append((f"ik {how} first", lambda i, call=call: call(payload(i)), side.fresh))
+        plan.append((f"ik {how} replay", lambda i, call=call: call(same), primed(call)))
+    plan.append(("pt first", lambda i: pt(payload(i)), fresh_layer))
+    plan.append(("pt replay", lambda i: pt(same), lambda: (fresh_layer(), pt(same)) and None))
+    samples: Dict[str, List[Tuple[float, float]]] = {label: [] for label, _, _ in plan}
+    for _ in range(REPEATS):
+        for label, run, setup in plan:
+            samples[label].append(one_round(run, n, setup))
+
+    def median(label: str, k: int) -> float:
+        return statistics.median(x[k] for x in samples[label])
+
+    out: Dict[str, Tuple[float, float]] = {}
+    rows.append((f"{name}: bare handler", (median("bare", 0), median("bare", 1))))
+    for label, _, _ in plan[1:]:
+        over = [(x[0] - b[0], x[1] - b[1]) for x, b in zip(samples[label], samples["bare"])]
+        out[label] = (statistics.median(o[0] for o in over), statistics.median(o[1] for o in over))
+        rows.append((f"{name}: {label} (overhead)", out[label]))
+    for phase in ("first", "replay"):
+        for how in ("run", "claim+finish"):
+            per_round = [[((x[k] - b[k]) / (p[k] - b[k])) for k in (0, 1)]
+                         for x, p, b in zip(samples[f"ik {how} {phase}"], samples[f"pt {phase}"], samples["bare"])]
+            out[f"ratio {how} {phase}"] = (statistics.median(r[0] for r in per_round),
+                                           statistics.median(r[1] for r in per_round))
     return out
 
 
@@ -230,9 +254,8 @@ def main() -> int:
     for name, o in ratios:
         for phase in ("first", "replay"):
             for how in ("run", "claim+finish"):
-                ik_cpu, ik_wall = o[f"ik {how} {phase}"]
-                pt_cpu, pt_wall = o[f"pt {phase}"]
-                print(f"| {f'{name}, {phase} call, guard.{how}':<58} | {ik_cpu / pt_cpu:8.2f}x | {ik_wall / pt_wall:8.2f}x |")
+                cpu_ratio, wall_ratio = o[f"ratio {how} {phase}"]
+                print(f"| {f'{name}, {phase} call, guard.{how}':<58} | {cpu_ratio:8.2f}x | {wall_ratio:8.2f}x |")
     if redis_note:
         print(redis_note)
     return 0
