@@ -171,8 +171,11 @@ def test_a_connection_the_store_kept_goes_back_to_the_pool_on_close(prefixes: Ca
     Guard(store).claim_intent(KEYER, "tenant-a", "pix.send", PAYLOAD, T0, now=T0)
     pool = client.connection_pool
     assert len(store._idle) == 1 and len(pool._in_use_connections) == 1
+    flows = store._guest[2]
     store.close()
     assert store._idle == [] and len(pool._in_use_connections) == 0
+    assert store._guest is None
+    assert not b.runtime().fastpath or flows.dropped  # the guest's redis-flows went with it
     client.close()
 
 

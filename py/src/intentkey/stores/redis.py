@@ -345,8 +345,21 @@ class RedisStore:
         if self._idle_pid == os.getpid():
             for conn in idle:
                 self.client.connection_pool.release(conn)
+        self._drop_guest(now=True)
         if self._owned:
             self.client.close()
+
+    def _drop_guest(self, now: bool) -> None:
+        guest, self._guest = self._guest, None
+        if guest is not None:
+            rt, generation, handle = guest
+            rt.drop(handle, generation, now=now)
+
+    def __del__(self) -> None:
+        try:
+            self._drop_guest(now=False)
+        except Exception:
+            pass
 
     def __enter__(self) -> "RedisStore":
         return self
