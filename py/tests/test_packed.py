@@ -15,6 +15,7 @@ import redis
 
 import intentkey as ik
 from intentkey import _binding as b
+from intentkey import schema
 from intentkey import (
     Answered, ClaimState, Failed, Finished, Guard, IntentkeyError, MemoryStore, Refused, Response, Status, StoreError,
 )
@@ -62,7 +63,10 @@ def scenario(guard: Guard) -> List[Any]:
     for i, result in enumerate([Refused(BINARY), Refused(None), Failed(), Answered(Response.json(503, "{}"))]):
         k, own = claim(dict(PAYLOAD, amount=f"2{i}.00"), T0 + 10 + i, key_hex_length=40)
         seen.append(guard.finish(k, own.owner_token, result, now=T0 + 10 + i))
-    k, own = claim(dict(PAYLOAD, amount="30.00"), T0 + 20)  # released above: claimed again
+    _, again = claim(dict(PAYLOAD, amount="20.00"), T0 + 20, key_hex_length=40)  # released above: owned again
+    assert again.state is ClaimState.OWNED
+    _, left = claim(dict(PAYLOAD, amount="22.00"), T0 + 21, key_hex_length=40)  # left in flight: 409
+    assert left.state is ClaimState.IN_FLIGHT
     return seen
 
 
@@ -109,7 +113,9 @@ def test_a_redis_replay_is_one_round_trip_and_a_first_call_two(prefixes: Callabl
         guard = Guard(store)
         key, c = guard.claim_intent(KEYER, "tenant-a", "pix.send", PAYLOAD, T0, now=T0)
         assert guard.finish(key, c.owner_token, Answered(BINARY), now=T0 + 1) is Finished.STORED
-        assert len(sent) == 2 and all(s.startswith(b"*17\r\n$7\r\nEVALSHA\r\n") or b"EVALSHA" in s for s in sent)
+        scripts = schema.redis_scripts()  # the SHA-1s Python computes of the core's sources
+        assert [c.split(b"\r\n")[2:5:2] for c in sent] == [[b"EVALSHA", scripts["claim"].sha1.encode()],
+                                                            [b"EVALSHA", scripts["complete"].sha1.encode()]]
         sent.clear()
         again = guard.claim_intent(KEYER, "tenant-a", "pix.send", PAYLOAD, T0, now=T0 + 2)[1]
         assert again.state is ClaimState.DONE and again.response == BINARY
@@ -198,3 +204,15 @@ def test_text_that_is_not_unicode_is_refused_by_name_and_nothing_is_lost(where: 
     # The instance was not discarded: the claim made before is still there.
     assert guard.finish(key, c.owner_token, Answered(BINARY), now=T0 + 1) is Finished.STORED
     assert guard.claim_intent(KEYER, "tenant-a", "pix.send", PAYLOAD, T0, now=T0 + 2)[1].response == BINARY
+
+
+def test_a_single_connection_client_is_used_under_its_lock(prefixes: Callable[[], str]) -> None:
+    client = redis.Redis.from_url(redis_url(), single_connection_client=True)
+    with RedisStore(client, prefix=prefixes()) as store:
+        guard = Guard(store)
+        client.script_flush()  # the scripts are loaded again on this path too
+        key, c = guard.claim_intent(KEYER, "tenant-a", "pix.send", PAYLOAD, T0, now=T0)
+        assert guard.finish(key, c.owner_token, Answered(BINARY), now=T0 + 1) is Finished.STORED
+        assert guard.claim_intent(KEYER, "tenant-a", "pix.send", PAYLOAD, T0, now=T0 + 2)[1].response == BINARY
+        assert store._idle == []  # nothing taken from a pool
+    client.close()

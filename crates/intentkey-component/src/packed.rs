@@ -153,30 +153,33 @@ pub(crate) fn claimed(
     outcome: t::ClaimOutcome,
     owner_token: &str,
 ) -> Packed {
-    let mut header = Vec::with_capacity(7);
-    header.extend(tag.map(|tag| json!(tag)));
-    header.extend([json!(key), json!(""), json!(owner_token)]);
-    let at = header.len() - 2;
-    let body = match outcome {
-        t::ClaimOutcome::Owned => {
-            header[at] = json!("owned");
-            Vec::new()
-        }
-        t::ClaimOutcome::InFlight => {
-            header[at] = json!("in-flight");
-            Vec::new()
-        }
-        t::ClaimOutcome::PayloadConflict => {
-            header[at] = json!("payload-conflict");
-            Vec::new()
-        }
-        t::ClaimOutcome::Done(r) => {
-            header[at] = json!("done");
+    let (header, body) = claimed_parts(tag, key, outcome, owner_token);
+    packed(header, body)
+}
+
+/// The header and the body of [`claimed`].
+pub(crate) fn claimed_parts(
+    tag: Option<&str>,
+    key: &str,
+    outcome: t::ClaimOutcome,
+    owner_token: &str,
+) -> (serde_json::Value, Vec<u8>) {
+    let (name, stored) = match outcome {
+        t::ClaimOutcome::Owned => ("owned", None),
+        t::ClaimOutcome::InFlight => ("in-flight", None),
+        t::ClaimOutcome::PayloadConflict => ("payload-conflict", None),
+        t::ClaimOutcome::Done(r) => ("done", Some(r)),
+    };
+    let mut header: Vec<serde_json::Value> = tag.map(|tag| json!(tag)).into_iter().collect();
+    header.extend([json!(key), json!(name), json!(owner_token)]);
+    let body = match stored {
+        Some(r) => {
             header.extend([json!(r.status), json!(r.content_type), json!(r.headers)]);
             r.body
         }
+        None => Vec::new(),
     };
-    packed(serde_json::Value::Array(header), body)
+    (serde_json::Value::Array(header), body)
 }
 
 /// A JSON header and a body, as the packed calls answer.

@@ -136,11 +136,8 @@ impl RedisFlows {
 /// A claim's end as a step's `then`: only an end with no body (a stored
 /// answer is never the end of a reply of 1).
 fn claim_end(key: &str, outcome: t::ClaimOutcome, owner_token: &str) -> Option<serde_json::Value> {
-    let end = claimed(Some("claimed"), key, outcome, owner_token);
-    if !end.body.is_empty() {
-        return None;
-    }
-    serde_json::from_slice(&end.header).ok()
+    let (header, body) = packed::claimed_parts(Some("claimed"), key, outcome, owner_token);
+    body.is_empty().then_some(header)
 }
 
 fn finish_end(finished: core::Finished) -> serde_json::Value {

@@ -23,7 +23,6 @@ from .errors import IntentkeyError
 from .types import Answered, Claim, ClaimState, EffectResult, Failed, Refused, Response
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_loads = json.loads
 #: The packed answers' JSON reader.
 loads = json.loads
 _urandom = os.urandom
@@ -42,7 +41,7 @@ def claim_request(tenant_id: str, action_type: str, payload_json: str, intent_ep
 
 def claimed(answer: Any) -> Tuple[str, Claim]:
     """``(key, claim)`` of a packed claim's answer."""
-    return claim_of(_loads(answer.header), answer.body)
+    return claim_of(loads(answer.header), answer.body)
 
 
 def claim_of(header: List[Any], body: bytes) -> Tuple[str, Claim]:

@@ -109,20 +109,16 @@ def _pairs(raw: Any) -> List[StoredRecord]:
     return [sch.redis_decode(_text(items[i]), items[i + 1]) for i in range(0, len(items), 2)]
 
 
-def _round_trip(conn: Any, command: bytes) -> Any:
+def _exchange(conn: Any, command: bytes) -> Any:
     conn.send_packed_command([command])
     return conn.read_response(disable_decoding=True)
 
 
 def _reply(raw: Any) -> Union[None, int, bytes]:
-    """A reply from redis-py as the core reads it (``redis.reply``: its
+    """A reply read undecoded as the core reads it (``redis.reply``: its
     cases are told apart by type, so wasmtime-py takes them untagged)."""
-    if raw is None or (isinstance(raw, int) and not isinstance(raw, bool)):
+    if raw is None or isinstance(raw, bytes) or (isinstance(raw, int) and not isinstance(raw, bool)):
         return raw
-    if isinstance(raw, (bytes, bytearray)):
-        return bytes(raw)
-    if isinstance(raw, str):
-        return raw.encode("utf-8")
     raise StoreError("failed", f"redis: a command answered {type(raw).__name__}, not a nil, integer or bulk reply")
 
 
@@ -239,34 +235,45 @@ class RedisStore:
                 step = b.unwrap_record(rt.call(b.REDIS, "[method]redis-flows.resume", flows, head[1], reply))
 
     def _send(self, command: bytes) -> Any:
-        """Sends one command the core wrote out (RESP bytes) on a connection
-        of the client's pool and reads the reply with redis-py's parser,
-        under the connection's retry policy, as the client's own commands
-        are; a script the server does not know yet is loaded, and the same
-        bytes sent again. The store keeps the connections it used (each
-        reply read whole, so none has data waiting) and hands them back to
-        the pool on :meth:`close`; one that failed is disconnected and
-        returned at once."""
-        client = self.client
-        if client.connection is not None:  # a single-connection client: its own lock and path
-            return self._send_through(client, command)
-        try:
-            conn = self._connection()
-        except (rx.RedisError, OSError) as e:
-            raise _failure(e) from e
-        kept = False
+        """Sends one command the core wrote out (RESP bytes) and reads the
+        reply with redis-py's parser; a script the server does not know yet
+        is loaded, and the same bytes sent again."""
         try:
             try:
-                reply = conn.retry.call_with_retry(lambda: _round_trip(conn, command),
-                                                   lambda error: conn.disconnect())
+                return self._round_trip(command)
             except rx.NoScriptError:
                 self._load_scripts()
-                reply = conn.retry.call_with_retry(lambda: _round_trip(conn, command),
-                                                   lambda error: conn.disconnect())
-            kept = True
-            return reply
+                return self._round_trip(command)
         except (rx.RedisError, OSError) as e:
             raise _failure(e) from e
+
+    def _round_trip(self, command: bytes) -> Any:
+        """One command on a connection of the client's pool, under that
+        connection's retry policy, as the client's own commands are (a
+        single-connection client: its connection, under its lock). The
+        store keeps the pool connections it used (each reply is read whole,
+        so none has data waiting) and hands them back on :meth:`close`; one
+        that failed short of a reply is disconnected and returned at once."""
+        client = self.client
+        if client.connection is not None:
+            with client.single_connection_lock:
+                conn = client.connection
+                try:
+                    return _exchange(conn, command)
+                except rx.ResponseError:
+                    raise
+                except BaseException:
+                    conn.disconnect()
+                    raise
+        conn = self._connection()
+        kept = False
+        try:
+            reply = conn.retry.call_with_retry(lambda: _exchange(conn, command), lambda error: conn.disconnect())
+            kept = True
+            return reply
+        except rx.ResponseError:
+            kept = True  # the server answered: the connection is clean
+            raise
         finally:
             if kept:
                 self._idle.append(conn)
@@ -282,19 +289,6 @@ class RedisStore:
             return self._idle.pop()
         except IndexError:
             return self.client.connection_pool.get_connection()
-
-    def _send_through(self, client: Any, command: bytes) -> Any:
-        with client.single_connection_lock:
-            conn = client.connection
-            try:
-                try:
-                    return _round_trip(conn, command)
-                except rx.NoScriptError:
-                    self._load_scripts()
-                    return _round_trip(conn, command)
-            except (rx.RedisError, OSError) as e:
-                conn.disconnect()
-                raise _failure(e) from e
 
     def _load_scripts(self) -> None:
         for script in self._scripts.values():
