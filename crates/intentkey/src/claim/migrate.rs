@@ -7,6 +7,13 @@
 //! PostgreSQL: `BEGIN`), commits when the flow is done, and rolls back on any
 //! error: a migration is applied whole or not at all.
 //!
+//! MySQL commits each DDL statement by itself, so there the host runs the
+//! flow with autocommit and no transaction. The flow first takes a named
+//! lock (a query that must answer 1), creates a new database's table in one
+//! `CREATE TABLE IF NOT EXISTS` at the latest version ([`super::ddl`]), and
+//! gives the lock back in its last statement. A host that stops on an error
+//! closes that connection, which gives the lock back too.
+//!
 //! ```
 //! use intentkey::claim::migrate::{MigrationFlow, MigrationOp, MigrationResult, MigrationStep};
 //! use intentkey::claim::sql::Dialect;
@@ -32,6 +39,7 @@
 
 use std::fmt;
 
+use super::ddl;
 use super::schema::{migrations, migrations_table, Migration, MIGRATION_LOCK, SCHEMA_VERSION};
 use super::sql::{quote_identifier, statements, Dialect, Kind, Value};
 use crate::{Error, ErrorCode};
@@ -106,6 +114,9 @@ pub enum MigrationError {
     Invalid(i64),
     /// An answer that is not what the last operation asks for.
     Misuse(&'static str),
+    /// The migration lock was not had in time (MySQL's `GET_LOCK` answered
+    /// 0 or NULL: another session migrates, or holds it).
+    Locked,
 }
 
 impl fmt::Display for MigrationError {
@@ -120,6 +131,9 @@ impl fmt::Display for MigrationError {
                 "the database records schema version {found}, which no intentkey writes"
             ),
             MigrationError::Misuse(what) => write!(f, "the migration flow was answered {what}"),
+            MigrationError::Locked => f.write_str(
+                "the migration lock was not had within 30 s: another session is migrating this database (or holds the lock); try again",
+            ),
         }
     }
 }
@@ -131,6 +145,7 @@ impl From<MigrationError> for Error {
         let code = match e {
             MigrationError::Newer { .. } | MigrationError::Invalid(_) => ErrorCode::StoreFailed,
             MigrationError::Misuse(_) => ErrorCode::FlowMisuse,
+            MigrationError::Locked => ErrorCode::StoreUnavailable,
         };
         Error::new(code, e.to_string())
     }
@@ -140,9 +155,17 @@ impl From<MigrationError> for Error {
 #[derive(Clone, Debug)]
 pub struct MigrationFlow {
     dialect: Dialect,
+    /// Every migration in this dialect's DDL.
+    ddl: Vec<Migration>,
+    /// A new database's table in one statement (MySQL: [`ddl::mysql_create_latest`]).
+    create_latest: Option<String>,
+    /// A lock taken by a query that must answer 1 (MySQL), before the prelude.
+    lock_query: Option<SqlCall>,
     /// The statements before the version is read (PostgreSQL: the lock, the
     /// search path, the migrations table).
     prelude: Vec<MigrationOp>,
+    /// The last statement (MySQL: the lock given back).
+    last: Option<MigrationOp>,
     version_query: SqlCall,
     record: Option<String>,
     /// What is left to ask, in order, once the version is known.
@@ -153,6 +176,7 @@ pub struct MigrationFlow {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
+    Lock,
     Prelude,
     Version,
     Applying,
@@ -169,8 +193,37 @@ impl MigrationFlow {
     /// # Errors
     /// `invalid-argument` when `schema` is not a valid identifier.
     pub fn new(dialect: Dialect, schema: Option<&str>) -> crate::Result<Self> {
+        let mut lock_query = None;
+        let mut last = None;
+        let mut create_latest = None;
+        let mut translated = migrations();
         let (prelude, version_query, record) = match dialect {
             Dialect::Sqlite => (Vec::new(), SqlCall::bare(SQLITE_VERSION), None),
+            Dialect::Mysql => {
+                let sql = statements(dialect, schema)?;
+                let lock = || vec![Value::Integer(MIGRATION_LOCK)];
+                lock_query = Some(SqlCall {
+                    text: sql.statement(Kind::MigrationLock)?.text.clone(),
+                    params: lock(),
+                });
+                last = Some(MigrationOp::Execute(SqlCall {
+                    text: sql.statement(Kind::MigrationUnlock)?.text.clone(),
+                    params: lock(),
+                }));
+                create_latest = Some(ddl::mysql_create_latest(schema)?);
+                for m in &mut translated {
+                    for s in &mut m.statements {
+                        *s = ddl::mysql_statement(s, schema)?;
+                    }
+                }
+                (
+                    vec![MigrationOp::Execute(SqlCall::bare(
+                        ddl::mysql_migrations_table(schema)?,
+                    ))],
+                    SqlCall::bare(sql.text(Kind::MigratedVersion)),
+                    Some(sql.text(Kind::RecordMigration).to_owned()),
+                )
+            }
             Dialect::Postgres => {
                 let sql = statements(dialect, schema)?;
                 let mut prelude = vec![MigrationOp::Execute(SqlCall {
@@ -194,7 +247,11 @@ impl MigrationFlow {
         };
         Ok(MigrationFlow {
             dialect,
+            ddl: translated,
+            create_latest,
+            lock_query,
             prelude,
+            last,
             version_query,
             record,
             pending: Default::default(),
@@ -206,6 +263,10 @@ impl MigrationFlow {
     /// The first operation.
     pub fn start(&mut self) -> MigrationStep {
         self.prelude.reverse(); // popped from the end, in order
+        if let Some(lock) = self.lock_query.take() {
+            self.state = State::Lock;
+            return MigrationStep::Io(MigrationOp::Query(lock));
+        }
         self.next_prelude()
     }
 
@@ -220,14 +281,25 @@ impl MigrationFlow {
     }
 
     /// The operations that bring `from` up to this build's version.
-    fn plan(&self, from: u32, all: Vec<Migration>) -> std::collections::VecDeque<MigrationOp> {
+    fn plan(&self, from: u32) -> std::collections::VecDeque<MigrationOp> {
         let mut ops = std::collections::VecDeque::new();
-        for m in all.into_iter().filter(|m| m.version > from) {
-            ops.extend(
-                m.statements
-                    .into_iter()
-                    .map(|s| MigrationOp::Execute(SqlCall::bare(s))),
-            );
+        // A new database gets the latest table in one statement where DDL
+        // commits by itself (MySQL): cut short, it is run again whole.
+        let folded = match (&self.create_latest, from) {
+            (Some(create), 0) => {
+                ops.push_back(MigrationOp::Execute(SqlCall::bare(create.clone())));
+                true
+            }
+            _ => false,
+        };
+        for m in self.ddl.iter().filter(|m| m.version > from) {
+            if !folded {
+                ops.extend(
+                    m.statements
+                        .iter()
+                        .map(|s| MigrationOp::Execute(SqlCall::bare(s.clone()))),
+                );
+            }
             if let Some(record) = &self.record {
                 ops.push_back(MigrationOp::Execute(SqlCall {
                     text: record.clone(),
@@ -240,6 +312,7 @@ impl MigrationFlow {
                 "{SQLITE_VERSION} = {SCHEMA_VERSION}"
             ))));
         }
+        ops.extend(self.last.clone());
         ops
     }
 
@@ -258,7 +331,7 @@ impl MigrationFlow {
 
     /// Whether the last operation asked for was a query (its value is due).
     pub fn awaits_query(&self) -> bool {
-        self.state == State::Version
+        matches!(self.state, State::Version | State::Lock)
     }
 
     /// Resumes with the result of the last operation.
@@ -269,6 +342,11 @@ impl MigrationFlow {
     /// ask for, or a flow already done.
     pub fn resume(&mut self, result: MigrationResult) -> Result<MigrationStep, MigrationError> {
         match (self.state, result) {
+            (State::Lock, MigrationResult::Queried(Some(1))) => {
+                self.state = State::Prelude;
+                Ok(self.next_prelude())
+            }
+            (State::Lock, MigrationResult::Queried(_)) => Err(MigrationError::Locked),
             (State::Prelude, MigrationResult::Executed) => Ok(self.next_prelude()),
             (State::Version, MigrationResult::Queried(found)) => {
                 let found = found.unwrap_or(0);
@@ -280,15 +358,15 @@ impl MigrationFlow {
                     });
                 }
                 self.from = Some(from);
-                self.pending = self.plan(from, migrations());
+                self.pending = self.plan(from);
                 self.state = State::Applying;
                 Ok(self.next())
             }
             (State::Applying, MigrationResult::Executed) => Ok(self.next()),
             (State::Done, _) => Err(MigrationError::Misuse("after it was done")),
-            (State::Version, MigrationResult::Executed) => Err(MigrationError::Misuse(
-                "executed where a query's value was due",
-            )),
+            (State::Version | State::Lock, MigrationResult::Executed) => Err(
+                MigrationError::Misuse("executed where a query's value was due"),
+            ),
             (_, MigrationResult::Queried(_)) => Err(MigrationError::Misuse(
                 "a query's value where a statement was due",
             )),
@@ -314,6 +392,10 @@ mod tests {
                 MigrationStep::Done(done) => return (ops, Ok(done)),
                 MigrationStep::Io(op) => {
                     let result = match &op {
+                        // MySQL's named lock, had at once.
+                        MigrationOp::Query(c) if c.text.starts_with("SELECT GET_LOCK") => {
+                            MigrationResult::Queried(Some(1))
+                        }
                         MigrationOp::Query(_) => MigrationResult::Queried(version),
                         MigrationOp::Execute(_) => MigrationResult::Executed,
                     };
@@ -430,6 +512,64 @@ mod tests {
         }
         let (_, done) = run(Dialect::Sqlite, None, Some(-1));
         assert_eq!(done, Err(MigrationError::Invalid(-1)));
+    }
+
+    #[test]
+    fn mysql_locks_creates_the_latest_table_at_once_records_every_version_and_unlocks() {
+        let (ops, done) = run(Dialect::Mysql, Some("ik"), None);
+        let texts = texts(&ops);
+        assert!(matches!(ops[0], MigrationOp::Query(_)), "{texts:?}");
+        assert!(texts[0].starts_with("SELECT GET_LOCK("), "{texts:?}");
+        assert!(
+            texts[1].starts_with("CREATE TABLE IF NOT EXISTS `ik`.`intentkey_schema_migrations`")
+        );
+        assert!(matches!(ops[2], MigrationOp::Query(_)));
+        assert_eq!(texts[3], ddl::mysql_create_latest(Some("ik")).unwrap());
+        let records = texts
+            .iter()
+            .filter(|t| t.starts_with("INSERT INTO `ik`.`intentkey_schema_migrations`"))
+            .count();
+        assert_eq!(records, SCHEMA_VERSION as usize);
+        assert!(
+            texts.last().unwrap().starts_with("DO RELEASE_LOCK("),
+            "{texts:?}"
+        );
+        assert_eq!(ops.len(), 3 + 1 + SCHEMA_VERSION as usize + 1);
+        assert_eq!(done.map(|d| d.from_version), Ok(0));
+        // Up to date: the lock, the table, the version, the unlock.
+        let (ops, _) = run(Dialect::Mysql, None, Some(i64::from(SCHEMA_VERSION)));
+        assert_eq!(ops.len(), 4, "{:?}", texts_of(&ops));
+        // A database at version 1 gets the later migrations one statement at a time.
+        let (ops, _) = run(Dialect::Mysql, None, Some(1));
+        let texts = texts_of(&ops);
+        assert!(
+            texts.iter().any(|t| t.starts_with(
+                "ALTER TABLE `intentkey_records` ADD COLUMN `owner_token` VARCHAR(64)"
+            )),
+            "{texts:?}"
+        );
+        assert!(!texts
+            .iter()
+            .any(|t| t.starts_with("CREATE TABLE IF NOT EXISTS `intentkey_records`")));
+    }
+
+    fn texts_of(ops: &[MigrationOp]) -> Vec<String> {
+        texts(ops).into_iter().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_mysql_lock_not_had_stops_the_flow_retryably() {
+        for answer in [Some(0), None] {
+            let mut flow = MigrationFlow::new(Dialect::Mysql, None).unwrap();
+            assert!(matches!(
+                flow.start(),
+                MigrationStep::Io(MigrationOp::Query(_))
+            ));
+            assert!(flow.awaits_query());
+            let e = flow.resume(MigrationResult::Queried(answer)).unwrap_err();
+            assert_eq!(e, MigrationError::Locked);
+            assert_eq!(Error::from(e).code(), ErrorCode::StoreUnavailable);
+        }
     }
 
     #[test]

@@ -45,6 +45,7 @@
 //! assert!(matches!(decide_existing(&record, "fp-a"), ClaimOutcome::Done(r) if r.status == 201));
 //! ```
 
+pub mod ddl;
 pub mod decide;
 pub mod delivery;
 pub mod flow;

@@ -3,7 +3,7 @@
 //! every runtime.
 //!
 //! The DDL is [`super::schema`]'s; the DML sits beside it, one file per
-//! dialect (`schema/sqlite.sql`, `schema/postgres.sql`), loaded with
+//! dialect (`schema/sqlite.sql`, `schema/postgres.sql`, `schema/mysql.sql`), loaded with
 //! `include_str!` and parsed into named statements ([`Kind`]). A host store
 //! is an executor: it prepares the text of [`statements`], binds the values
 //! this module makes from a record ([`insert_params`], [`complete_params`],
@@ -13,8 +13,14 @@
 //! `docs/stores.md` says how to add a dialect.
 //!
 //! `{table}` in a statement file stands for the records table: the
-//! unqualified `intentkey_records` (found through `search_path`, or SQLite's
-//! `main`), or `"schema".intentkey_records` when a store is given a schema.
+//! unqualified `intentkey_records` (found through `search_path`, SQLite's
+//! `main` or MySQL's current database), or `"schema".intentkey_records` when a
+//! store is given a schema (MySQL: `` `database`.`intentkey_records` ``);
+//! `{migrations}` likewise for the migrations table.
+//!
+//! MySQL's placeholders are positional (`?`): its file writes them numbered
+//! in the core's order, like SQLite's, and [`Statement::binds`] says which
+//! value binds to each `?` in text order ([`bind`] reorders them).
 //! Each statement also has a prepared-statement name, short (PostgreSQL cuts
 //! names at 63 bytes) and unique per statement and qualified table:
 //! `ik-{statement}-{12 hex digits of SHA-256 of the qualified table}`.
@@ -49,11 +55,24 @@ pub const SQLITE_SQL: &str = include_str!("../../schema/sqlite.sql");
 /// The PostgreSQL statements, verbatim.
 pub const POSTGRES_SQL: &str = include_str!("../../schema/postgres.sql");
 
+/// The MySQL / MariaDB statements, verbatim (numbered placeholders; see
+/// [`Statement::binds`]).
+pub const MYSQL_SQL: &str = include_str!("../../schema/mysql.sql");
+
+/// MySQL's `ER_DUP_ENTRY`: the plain `INSERT` of a claim lost to an existing key.
+pub const MYSQL_DUPLICATE_KEY: u16 = 1062;
+
 /// The records table, unqualified.
 pub const TABLE: &str = "intentkey_records";
 
 /// The placeholder a statement file writes for the records table.
 pub const TABLE_PLACEHOLDER: &str = "{table}";
+
+/// The migrations table, unqualified.
+pub const MIGRATIONS_TABLE: &str = "intentkey_schema_migrations";
+
+/// The placeholder a statement file writes for the migrations table.
+pub const MIGRATIONS_PLACEHOLDER: &str = "{migrations}";
 
 /// The record columns, in the order every `SELECT` returns them and
 /// [`decode_row`] reads them.
@@ -82,17 +101,23 @@ pub enum Dialect {
     Sqlite,
     /// `schema/postgres.sql`: parameters `$1`, `$2`, ….
     Postgres,
+    /// `schema/mysql.sql` (MySQL 8, MariaDB 10.5 and later): positional `?`
+    /// parameters bound in [`Statement::binds`] order; the claim is a plain
+    /// `INSERT` whose duplicate-key error ([`Dialect::duplicate_key_error`])
+    /// means "not inserted".
+    Mysql,
 }
 
 impl Dialect {
     /// Every dialect.
-    pub const ALL: [Dialect; 2] = [Dialect::Sqlite, Dialect::Postgres];
+    pub const ALL: [Dialect; 3] = [Dialect::Sqlite, Dialect::Postgres, Dialect::Mysql];
 
-    /// `sqlite` or `postgres`.
+    /// `sqlite`, `postgres` or `mysql`.
     pub fn as_str(self) -> &'static str {
         match self {
             Dialect::Sqlite => "sqlite",
             Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
         }
     }
 
@@ -101,6 +126,53 @@ impl Dialect {
         match self {
             Dialect::Sqlite => SQLITE_SQL,
             Dialect::Postgres => POSTGRES_SQL,
+            Dialect::Mysql => MYSQL_SQL,
+        }
+    }
+
+    /// The server error code with which the `insert` statement reports that
+    /// the key exists, when the dialect reports it as an error rather than
+    /// as no row inserted: MySQL's 1062 (`ER_DUP_ENTRY`). An executor that
+    /// gets it answers "not inserted"; every other error stays an error.
+    pub fn duplicate_key_error(self) -> Option<u16> {
+        match self {
+            Dialect::Mysql => Some(MYSQL_DUPLICATE_KEY),
+            Dialect::Sqlite | Dialect::Postgres => None,
+        }
+    }
+
+    /// `name` as a quoted identifier of this dialect: `"name"` (`"`
+    /// doubled), or MySQL's `` `name` `` (`` ` `` doubled).
+    ///
+    /// # Errors
+    /// `invalid-argument` naming `schema` when it is empty or holds a NUL.
+    pub fn quote_identifier(self, name: &str) -> crate::Result<String> {
+        if name.is_empty() || name.contains('\0') {
+            return Err(Error::field(
+                ErrorCode::InvalidArgument,
+                "schema",
+                "a schema name must be non-empty, without NUL characters",
+            ));
+        }
+        Ok(match self {
+            Dialect::Mysql => format!("`{}`", name.replace('`', "``")),
+            Dialect::Sqlite | Dialect::Postgres => format!("\"{}\"", name.replace('"', "\"\"")),
+        })
+    }
+
+    /// The table `name` as this dialect's statements name it: unqualified,
+    /// or in `schema` (quoted). MySQL always quotes.
+    ///
+    /// # Errors
+    /// `invalid-argument` for an empty schema name.
+    pub fn table(self, name: &str, schema: Option<&str>) -> crate::Result<String> {
+        let bare = match self {
+            Dialect::Mysql => self.quote_identifier(name)?,
+            Dialect::Sqlite | Dialect::Postgres => name.to_owned(),
+        };
+        match schema {
+            None => Ok(bare),
+            Some(s) => Ok(format!("{}.{bare}", self.quote_identifier(s)?)),
         }
     }
 }
@@ -135,11 +207,14 @@ pub enum Kind {
     MigratedVersion,
     /// Records an applied migration (`$1`: its version). Optional.
     RecordMigration,
+    /// Gives back the migration lock when it outlives the transaction
+    /// (MySQL's named lock; `$1`: the lock). Optional.
+    MigrationUnlock,
 }
 
 impl Kind {
     /// Every statement kind.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Insert,
         Kind::Claim,
         Kind::Get,
@@ -152,6 +227,7 @@ impl Kind {
         Kind::MigrationLock,
         Kind::MigratedVersion,
         Kind::RecordMigration,
+        Kind::MigrationUnlock,
     ];
 
     /// What every dialect's file holds.
@@ -167,7 +243,8 @@ impl Kind {
 
     /// Its name in the statement files and the WIT: `insert`, `claim`,
     /// `get`, `complete`, `complete-fast`, `replace`, `release`, `list`,
-    /// `purge`, `migration-lock`, `migrated-version`, `record-migration`.
+    /// `purge`, `migration-lock`, `migrated-version`, `record-migration`,
+    /// `migration-unlock`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Insert => "insert",
@@ -182,6 +259,7 @@ impl Kind {
             Kind::MigrationLock => "migration-lock",
             Kind::MigratedVersion => "migrated-version",
             Kind::RecordMigration => "record-migration",
+            Kind::MigrationUnlock => "migration-unlock",
         }
     }
 
@@ -200,7 +278,7 @@ impl Kind {
             Kind::Release => &["key", "owner_token"],
             Kind::List => &["status", "limit"],
             Kind::Purge => &["now"],
-            Kind::MigrationLock => &["migration_lock"],
+            Kind::MigrationLock | Kind::MigrationUnlock => &["migration_lock"],
             Kind::MigratedVersion => &[],
             Kind::RecordMigration => &["version"],
         }
@@ -274,6 +352,11 @@ pub struct Statement {
     pub text: String,
     /// What binds to each parameter, in order ([`Kind::params`]).
     pub params: &'static [&'static str],
+    /// Which value binds to each placeholder of the text, in text order:
+    /// an index into [`Statement::params`]. `0, 1, 2, …` for the numbered
+    /// placeholders of PostgreSQL and SQLite; MySQL's positional `?` may
+    /// bind a value twice or in another order ([`bind`]).
+    pub binds: Vec<usize>,
 }
 
 /// A dialect's statements for one table.
@@ -330,31 +413,67 @@ impl Statements {
     }
 }
 
-/// `name` as a quoted identifier: `"name"`, with `"` doubled.
+/// `name` as a quoted identifier: `"name"`, with `"` doubled (PostgreSQL
+/// and SQLite; [`Dialect::quote_identifier`] for every dialect).
 ///
 /// # Errors
 /// `invalid-argument` naming `schema` when it is empty or holds a NUL.
 pub fn quote_identifier(name: &str) -> crate::Result<String> {
-    if name.is_empty() || name.contains('\0') {
-        return Err(Error::field(
-            ErrorCode::InvalidArgument,
-            "schema",
-            "a schema name must be non-empty, without NUL characters",
-        ));
-    }
-    Ok(format!("\"{}\"", name.replace('"', "\"\"")))
+    Dialect::Postgres.quote_identifier(name)
 }
 
-/// The records table as the statements name it: `intentkey_records`, or
-/// `"schema".intentkey_records`.
+/// The records table as the PostgreSQL and SQLite statements name it:
+/// `intentkey_records`, or `"schema".intentkey_records`
+/// ([`Dialect::table`] for every dialect).
 ///
 /// # Errors
 /// `invalid-argument` for an empty schema name ([`quote_identifier`]).
 pub fn qualified_table(schema: Option<&str>) -> crate::Result<String> {
-    match schema {
-        None => Ok(TABLE.to_owned()),
-        Some(s) => Ok(format!("{}.{TABLE}", quote_identifier(s)?)),
+    Dialect::Postgres.table(TABLE, schema)
+}
+
+/// `values` (in [`Kind::params`] order) in the order the statement's
+/// placeholders bind them ([`Statement::binds`]): what a MySQL executor
+/// hands its driver. An index past `values` binds NULL (never for the
+/// core's own parameter lists, which its tests check).
+pub fn bind(statement: &Statement, values: &[Value]) -> Vec<Value> {
+    statement
+        .binds
+        .iter()
+        .map(|&i| values.get(i).cloned().unwrap_or(Value::Null))
+        .collect()
+}
+
+/// `text` with its numbered `?N` placeholders made positional `?`, and the
+/// value index of each in text order. Text in single quotes or backquotes
+/// is left alone.
+fn positional(text: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(text.len());
+    let mut binds = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '`') => quote = Some(c),
+            (None, '?') => {
+                let mut n = 0usize;
+                let mut digits = 0;
+                while let Some(d) = chars.peek().and_then(|d| d.to_digit(10)) {
+                    n = n.saturating_mul(10).saturating_add(d as usize);
+                    digits += 1;
+                    chars.next();
+                }
+                if digits > 0 {
+                    binds.push(n.saturating_sub(1));
+                }
+            }
+            (None, _) => {}
+        }
     }
+    (out, binds)
 }
 
 /// The prepared-statement name of `kind` on `table` (the qualified name):
@@ -399,7 +518,8 @@ fn sections(source: &str) -> Vec<(&str, String)> {
 /// `invalid-argument` for an empty schema name; `store-failed` when the
 /// statement file is malformed (a bug the core's tests catch).
 pub fn statements(dialect: Dialect, schema: Option<&str>) -> crate::Result<Statements> {
-    let table = qualified_table(schema)?;
+    let table = dialect.table(TABLE, schema)?;
+    let migrations = dialect.table(MIGRATIONS_TABLE, schema)?;
     let malformed = |what: String| {
         Error::field(
             ErrorCode::StoreFailed,
@@ -417,11 +537,19 @@ pub fn statements(dialect: Dialect, schema: Option<&str>) -> crate::Result<State
         if text.is_empty() || text.contains(';') {
             return Err(malformed(format!("{name} is not one statement")));
         }
+        let text = text
+            .replace(TABLE_PLACEHOLDER, &table)
+            .replace(MIGRATIONS_PLACEHOLDER, &migrations);
+        let (text, binds) = match dialect {
+            Dialect::Mysql => positional(&text),
+            Dialect::Sqlite | Dialect::Postgres => (text, (0..kind.params().len()).collect()),
+        };
         list.push(Statement {
             kind,
             prepared_name: prepared_name(kind, &table),
-            text: text.replace(TABLE_PLACEHOLDER, &table),
+            text,
             params: kind.params(),
+            binds,
         });
     }
     let statements = Statements {
@@ -743,12 +871,31 @@ mod tests {
                 assert!(s.get(kind).is_some(), "{dialect:?} {kind:?}");
             }
             for st in s.all() {
+                let n = st.params.len();
+                assert!(!st.text.contains(TABLE_PLACEHOLDER));
+                assert!(!st.text.contains(MIGRATIONS_PLACEHOLDER));
+                assert!(!st.text.contains("--"), "{:?}", st.kind);
+                if dialect == Dialect::Mysql {
+                    // Positional: one `?` per bind, every value bound at least once.
+                    assert_eq!(
+                        st.text.matches('?').count(),
+                        st.binds.len(),
+                        "{:?}",
+                        st.kind
+                    );
+                    for i in 0..n {
+                        assert!(st.binds.contains(&i), "mysql {:?} never binds {i}", st.kind);
+                    }
+                    assert!(st.binds.iter().all(|&i| i < n), "{:?}", st.kind);
+                    assert!(!st.text.contains("?1"), "{:?}", st.kind);
+                    continue;
+                }
+                assert_eq!(st.binds, (0..n).collect::<Vec<_>>());
                 let mark = if dialect == Dialect::Postgres {
                     '$'
                 } else {
                     '?'
                 };
-                let n = st.params.len();
                 for i in 1..=n {
                     assert!(
                         st.text.contains(&format!("{mark}{i}")),
@@ -761,14 +908,49 @@ mod tests {
                     "{dialect:?} {:?} has more than {n} parameters",
                     st.kind
                 );
-                assert!(!st.text.contains(TABLE_PLACEHOLDER));
-                assert!(!st.text.contains("--"), "{:?}", st.kind);
             }
         }
         let pg = statements(Dialect::Postgres, None).unwrap();
         for kind in Kind::ALL {
-            assert!(pg.get(kind).is_some(), "postgres {kind:?}");
+            assert_eq!(
+                pg.get(kind).is_some(),
+                kind != Kind::MigrationUnlock,
+                "postgres {kind:?}"
+            );
         }
+    }
+
+    #[test]
+    fn mysql_binds_positionally_and_quotes_with_backquotes() {
+        let s = statements(Dialect::Mysql, None).unwrap();
+        let list = s.statement(Kind::List).unwrap();
+        assert_eq!(list.binds, vec![0, 0, 1]);
+        assert!(
+            list.text.contains("WHERE (? IS NULL OR status = ?)"),
+            "{}",
+            list.text
+        );
+        assert_eq!(
+            bind(list, &list_params(Some(Status::Done), 7)),
+            vec![text("done"), text("done"), Value::Integer(7)]
+        );
+        let complete = s.statement(Kind::Complete).unwrap();
+        assert_eq!(complete.binds, vec![2, 3, 4, 5, 6, 0, 1]);
+        assert!(complete.text.starts_with("UPDATE `intentkey_records` SET"));
+        assert!(s.text(Kind::Get).contains("WHERE `key` = ?"));
+        let q = statements(Dialect::Mysql, Some("we`ird")).unwrap();
+        assert_eq!(q.table(), "`we``ird`.`intentkey_records`");
+        assert!(q
+            .text(Kind::MigratedVersion)
+            .ends_with("FROM `we``ird`.`intentkey_schema_migrations`"));
+        assert_eq!(Dialect::Mysql.duplicate_key_error(), Some(1062));
+        assert_eq!(Dialect::Postgres.duplicate_key_error(), None);
+        // Text in quotes is never a placeholder.
+        assert_eq!(
+            positional("a = '?1' AND `?2` = ?3"),
+            ("a = '?1' AND `?2` = ?".to_owned(), vec![2])
+        );
+        assert!(s.get(Kind::Claim).is_none() && s.get(Kind::CompleteFast).is_none());
     }
 
     #[test]
@@ -846,7 +1028,10 @@ mod tests {
         let a = statements(Dialect::Postgres, Some(&format!("{long}_a"))).unwrap();
         let b = statements(Dialect::Postgres, Some(&format!("{long}_b"))).unwrap();
         let plain = statements(Dialect::Postgres, None).unwrap();
-        for kind in Kind::ALL {
+        for kind in Kind::ALL
+            .into_iter()
+            .filter(|k| *k != Kind::MigrationUnlock)
+        {
             let names = [a.get(kind), b.get(kind), plain.get(kind)]
                 .map(|s| s.unwrap().prepared_name.clone());
             assert!(names.iter().all(|n| n.len() <= 63), "{names:?}");
