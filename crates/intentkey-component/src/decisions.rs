@@ -185,8 +185,17 @@ impl schema::Guest for Component {
                 prepared_name: s.prepared_name.clone(),
                 text: s.text.clone(),
                 params: s.params.iter().map(|p| (*p).to_owned()).collect(),
+                binds: s
+                    .binds
+                    .iter()
+                    .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
+                    .collect(),
             })
             .collect())
+    }
+
+    fn sql_duplicate_key_error(dialect: schema::SqlDialect) -> Option<u16> {
+        dialect_in(dialect).duplicate_key_error()
     }
 
     fn sql_insert_params(r: t::Record) -> Vec<schema::SqlValue> {
@@ -241,6 +250,7 @@ fn dialect_in(dialect: schema::SqlDialect) -> sql::Dialect {
     match dialect {
         schema::SqlDialect::Sqlite => sql::Dialect::Sqlite,
         schema::SqlDialect::Postgres => sql::Dialect::Postgres,
+        schema::SqlDialect::Mysql => sql::Dialect::Mysql,
     }
 }
 
