@@ -13,7 +13,8 @@
 //! default: the embedded store); `PostgresStore` (cargo feature `postgres`:
 //! many app servers share one unique index); `RedisStore` (cargo feature
 //! `redis`: many app servers share one Redis, through the core's Lua
-//! scripts). [`open`] picks one by URL.
+//! scripts); `MysqlStore` (cargo feature `mysql`: MySQL 8 or MariaDB, the
+//! core's MySQL dialect). [`open`] picks one by URL.
 //!
 //! For async services (cargo feature `tokio`): `tokio::AsyncStore` and
 //! `tokio::AsyncGuard`, the same flows awaited, over the memory store, a
@@ -36,6 +37,8 @@
 pub mod guard;
 pub mod journal;
 mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 pub mod pg_sql;
 #[cfg(feature = "postgres")]
@@ -57,6 +60,8 @@ use intentkey::ErrorCode;
 
 pub use self::guard::Gateway;
 pub use self::memory::MemoryStore;
+#[cfg(feature = "mysql")]
+pub use self::mysql::MysqlStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
 #[cfg(feature = "redis")]
@@ -171,16 +176,9 @@ impl From<DriveError<StoreError>> for StoreError {
 }
 
 /// A connection URL without its password, for messages.
-#[cfg(any(feature = "postgres", feature = "redis"))]
+#[cfg(any(feature = "postgres", feature = "redis", feature = "mysql"))]
 pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
+    redact_any(url)
 }
 
 /// The operations every store offers, each one atomic statement. The fenced
@@ -277,12 +275,14 @@ pub fn run_flow<F: Flow>(
     drive(flow, &mut Driven(store), &mut ask).map_err(StoreError::from)
 }
 
-/// Opens a store by URL: `memory:`, `sqlite:PATH`, `postgres://…` or
+/// Opens a store by URL: `memory:`, `sqlite:PATH`, `postgres://…`,
+/// `mysql://user[:password]@host:port/database` or
 /// `redis://[user:password@]host:port[/db][?prefix=P]` (every key the Redis
 /// store writes starts with `P:`; default `intentkey`).
 ///
 /// `sqlite:` needs the cargo feature `sqlite` (on by default),
-/// `postgres://` the feature `postgres` and `redis://` the feature `redis`;
+/// `postgres://` the feature `postgres`, `mysql://` the feature `mysql` and
+/// `redis://` the feature `redis`;
 /// without its feature a scheme is refused with an error that names the
 /// feature.
 ///
@@ -298,11 +298,36 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
         open_postgres(url)
     } else if url.starts_with("redis://") || url.starts_with("rediss://") {
         open_redis(url)
+    } else if url.starts_with("mysql://") {
+        open_mysql(url)
     } else {
         Err(StoreError::fatal(format!(
-            "unknown store URL {url:?}: use memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB, or redis://HOST:PORT/DB"
+            "unknown store URL {:?}: use memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB or redis://HOST:PORT/DB",
+            redact_any(url)
         )))
     }
+}
+
+/// A URL without the password between `://` and `@`, whatever its scheme.
+fn redact_any(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(feature = "mysql")]
+fn open_mysql(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(Box::new(MysqlStore::connect(url)?))
+}
+
+#[cfg(not(feature = "mysql"))]
+fn open_mysql(_url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(missing_feature("mysql://", "mysql"))
 }
 
 #[cfg(feature = "sqlite")]
@@ -336,7 +361,12 @@ fn open_redis(_url: &str) -> Result<Box<dyn Store>, StoreError> {
 }
 
 /// The error for a URL scheme whose store was compiled out.
-#[cfg(not(all(feature = "sqlite", feature = "postgres", feature = "redis")))]
+#[cfg(not(all(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "redis",
+    feature = "mysql"
+)))]
 fn missing_feature(scheme: &str, feature: &str) -> StoreError {
     StoreError::fatal(format!(
         "a {scheme} store needs intentkey-store's cargo feature `{feature}`, which this build \

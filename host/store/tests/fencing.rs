@@ -11,13 +11,17 @@
 //!
 //! PostgreSQL tests use 127.0.0.1:5432 (trust auth, database `test`), each in
 //! a schema of its own; Redis tests use 127.0.0.1:6379 database 1, each under
-//! a key prefix of its own. Without a server they fail under `CI=true` and
+//! a key prefix of its own; MySQL tests use MariaDB at 127.0.0.1:3306 (root,
+//! no password), each in a database of its own. Without a server they fail
+//! under `CI=true` and
 //! print `SKIPPED: <test>: …` otherwise.
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/mysql_db.rs"]
+mod mysql_db;
 #[path = "common/redis_db.rs"]
 mod redis_db;
 
@@ -37,6 +41,7 @@ use common::{
     attempt, open_effects, read_report, record_effect, spawn_child, temp_path, wait_for_file,
     wait_ok, write_report, EffectsFile, PgSchema, Report, TempSqlite,
 };
+use mysql_db::MysqlDb;
 use redis_db::RedisPrefix;
 
 /// When the scenarios' records are claimed.
@@ -961,4 +966,45 @@ fn fast_completion_redis() {
         return;
     };
     fast_completion(&p.url(), "redis fast completion");
+}
+
+// ---------------------------------------------------------------------------
+// The same on MySQL / MariaDB (a database of each test's own).
+
+#[test]
+fn recovery_race_mysql_processes() {
+    let Some(db) = MysqlDb::new("recovery_race_mysql") else {
+        return;
+    };
+    recovery_race(&db.url(), "mysql recovery race");
+}
+
+#[test]
+fn superseded_owner_mysql_processes() {
+    let Some(db) = MysqlDb::new("superseded_owner_mysql") else {
+        return;
+    };
+    superseded_owner(&db.url(), "mysql superseded owner");
+}
+
+#[test]
+fn not_due_mysql_processes() {
+    let Some(db) = MysqlDb::new("not_due_mysql") else {
+        return;
+    };
+    let store = open(&db.url()).unwrap();
+    not_due(&Runner::Child(db.url()), store.as_ref(), "mysql not due");
+}
+
+#[test]
+fn outcome_classes_mysql_processes() {
+    let Some(db) = MysqlDb::new("outcome_classes_mysql") else {
+        return;
+    };
+    let store = open(&db.url()).unwrap();
+    outcome_classes(
+        &Runner::Child(db.url()),
+        store.as_ref(),
+        "mysql outcome classes",
+    );
 }

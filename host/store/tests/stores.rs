@@ -10,6 +10,8 @@
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/mysql_db.rs"]
+mod mysql_db;
 #[path = "common/redis_db.rs"]
 mod redis_db;
 
@@ -29,6 +31,7 @@ use common::{
     attempt, open_effects, rand_u32, record_effect, spawn_child, temp_path, EffectsFile, PgSchema,
     TempSqlite,
 };
+use mysql_db::MysqlDb;
 use redis_db::RedisPrefix;
 
 /// A fake destination: counts effects per key, answers look-ups.
@@ -389,6 +392,74 @@ fn postgres_store() {
 }
 
 #[test]
+fn mysql_store() {
+    let Some(db) = MysqlDb::new("mysql_store") else {
+        return;
+    };
+    outcomes(open(&db.url()).unwrap().as_ref());
+    let Some(db) = MysqlDb::new("mysql_store") else {
+        return;
+    };
+    recovery(open(&db.url()).unwrap().as_ref());
+    // A second store migrates nothing twice and sees the same records.
+    assert_eq!(open(&db.url()).unwrap().list(None, 10).unwrap().len(), 4);
+}
+
+/// MySQL's own: keys compare byte for byte (not the default
+/// case-insensitive collation), a key past 255 characters is refused by
+/// name, bodies past MySQL's 64 KiB TEXT replay whole, and eight stores
+/// opened at once on a new database all migrate (the named lock).
+#[test]
+fn mysql_store_keys_bodies_and_concurrent_migrations() {
+    let Some(db) = MysqlDb::new("mysql_specifics") else {
+        return;
+    };
+    let url = db.url();
+    let stores: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8).map(|_| s.spawn(|| open(&url))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    });
+    let store = stores[0].as_ref();
+    let guard = Guard::new(store);
+    let upper = guard.claim(&attempt("Key-A", "fp"), 1_700_000_000).unwrap();
+    let lower = guard.claim(&attempt("key-a", "fp"), 1_700_000_000).unwrap();
+    assert_eq!(
+        (upper.outcome, lower.outcome),
+        (ClaimOutcome::Owned, ClaimOutcome::Owned)
+    );
+    let long = "k".repeat(256);
+    let e = store
+        .insert(&intentkey::claim::Record::in_flight(
+            &attempt(&long, "fp"),
+            "t",
+            1,
+        ))
+        .unwrap_err();
+    assert!(
+        !e.is_retryable() && e.message().contains("key is 256 characters"),
+        "{e}"
+    );
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let body = big.clone();
+    let first = guard
+        .run(&attempt("big", "fp"), 1_700_000_000, move |_| {
+            Response::new(200, "application/octet-stream", body)
+        })
+        .unwrap();
+    assert!(!first.replayed);
+    let replay = stores[7]
+        .get("big")
+        .unwrap()
+        .and_then(|r| r.response)
+        .unwrap();
+    assert_eq!(replay.body, big);
+    assert_eq!(store.list(None, 10).unwrap().len(), 3);
+}
+
+#[test]
 fn redis_store() {
     let Some(prefix) = RedisPrefix::new("redis_store") else {
         return;
@@ -461,15 +532,19 @@ fn race_threads_postgres() {
     let Some(schema) = PgSchema::new("race_threads_postgres") else {
         return;
     };
-    let url = schema.url();
-    open(&url).unwrap(); // migrate once before the race
+    race_threads(&schema.url(), "postgres threads");
+}
+
+/// 16 threads, each with a store of its own, racing over the same keys.
+fn race_threads(url: &str, what: &str) {
+    open(url).unwrap(); // migrate once before the race
     let barrier = Arc::new(Barrier::new(CONTENDERS));
     let owned: Vec<Vec<String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..CONTENDERS)
             .map(|c| {
-                let (url, barrier) = (url.clone(), Arc::clone(&barrier));
+                let barrier = Arc::clone(&barrier);
                 s.spawn(move || {
-                    let store = open(&url).unwrap();
+                    let store = open(url).unwrap();
                     barrier.wait();
                     contend(store.as_ref(), c)
                 })
@@ -477,7 +552,7 @@ fn race_threads_postgres() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert_one_owner_per_key(&owned, open(&url).unwrap().as_ref(), "postgres threads");
+    assert_one_owner_per_key(&owned, open(url).unwrap().as_ref(), what);
 }
 
 /// The child side of the process races: claims every key, writes the owned keys.
@@ -534,6 +609,30 @@ fn race_processes(url: &str, what: &str) {
         .collect();
     let _ = std::fs::remove_file(&start);
     assert_one_owner_per_key(&owned, open(url).unwrap().as_ref(), what);
+}
+
+#[test]
+fn race_threads_mysql() {
+    let Some(db) = MysqlDb::new("race_threads_mysql") else {
+        return;
+    };
+    race_threads(&db.url(), "mysql threads");
+}
+
+#[test]
+fn race_processes_mysql() {
+    let Some(db) = MysqlDb::new("race_processes_mysql") else {
+        return;
+    };
+    race_processes(&db.url(), "mysql processes");
+}
+
+#[test]
+fn faults_kill_the_owner_between_effect_and_completion_mysql() {
+    let Some(db) = MysqlDb::new("faults_mysql") else {
+        return;
+    };
+    faults(&db.url(), "mysql");
 }
 
 #[test]

@@ -1,0 +1,306 @@
+//! MySQL and MariaDB: many app servers share one unique index. An executor
+//! of the core's statements ([`Dialect::Mysql`]: `schema/mysql.sql`).
+//!
+//! The claim is a plain `INSERT`; a duplicate key (error 1062, the core's
+//! [`Dialect::duplicate_key_error`]) means "not inserted". Every later write
+//! compares the owner token in its `WHERE` clause. Connections are made with
+//! `CLIENT_FOUND_ROWS`, so an `UPDATE` counts the rows it matched.
+
+use std::time::Duration;
+
+use intentkey::claim::ddl::MYSQL_KEY_CHARS;
+use intentkey::claim::migrate::{MigrationFlow, MigrationOp, MigrationResult, MigrationStep};
+use intentkey::claim::sql::{self, Dialect, Kind, Statements, Value};
+use intentkey::claim::{Completion, Record, Release, Replacement, Status};
+use mysql::consts::{CapabilityFlags, ColumnType};
+use mysql::prelude::Queryable;
+use mysql::{Conn, Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row};
+
+use super::{redact, Store, StoreError};
+
+/// The binary character set: a column of bytes, not text.
+const BINARY_CHARSET: u16 = 63;
+
+/// How long a connection attempt or one statement may take before the
+/// operation fails (retryably).
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most connections one store keeps open.
+const MAX_CONNECTIONS: usize = 16;
+
+/// A MySQL or MariaDB store: a pool of connections to the database the URL
+/// names (`mysql://user:password@host:port/database`). Opening it applies
+/// every missing migration of the one schema, translated for MySQL by the
+/// core, under a named lock.
+pub struct MysqlStore {
+    pool: Pool,
+    statements: Statements,
+    url: String,
+}
+
+fn error(url: &str, e: &mysql::Error) -> StoreError {
+    match e {
+        // The server went away, a lock wait timed out or InnoDB chose this
+        // statement as a deadlock's victim: nothing was written; retry.
+        mysql::Error::MySqlError(m)
+            if matches!(m.code, 1205 | 1213 | 2006 | 2013 | 1040 | 1053) =>
+        {
+            StoreError::retryable(format!("mysql: {} ({})", m.message, m.code))
+        }
+        mysql::Error::MySqlError(m) => {
+            StoreError::fatal(format!("mysql: {} ({})", m.message, m.code))
+        }
+        e if e.is_connectivity_error() => {
+            StoreError::retryable(format!("mysql: {} unreachable: {e}", redact(url)))
+        }
+        e => StoreError::fatal(format!("mysql: {e}")),
+    }
+}
+
+fn param(value: Value) -> mysql::Value {
+    match value {
+        Value::Null => mysql::Value::NULL,
+        Value::Integer(n) => mysql::Value::Int(n),
+        Value::Text(s) => mysql::Value::Bytes(s.into_bytes()),
+        Value::Bytes(b) => mysql::Value::Bytes(b),
+    }
+}
+
+/// A statement's values in its placeholders' order.
+fn params(statement: &sql::Statement, values: &[Value]) -> Vec<mysql::Value> {
+    sql::bind(statement, values)
+        .into_iter()
+        .map(param)
+        .collect()
+}
+
+fn is_bytes_column(column: &mysql::Column) -> bool {
+    column.character_set() == BINARY_CHARSET
+        && matches!(
+            column.column_type(),
+            ColumnType::MYSQL_TYPE_BLOB
+                | ColumnType::MYSQL_TYPE_LONG_BLOB
+                | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
+                | ColumnType::MYSQL_TYPE_TINY_BLOB
+                | ColumnType::MYSQL_TYPE_VAR_STRING
+                | ColumnType::MYSQL_TYPE_STRING
+                | ColumnType::MYSQL_TYPE_VARCHAR
+        )
+}
+
+/// A row's values as the core reads them: text columns as text, binary
+/// columns as bytes.
+fn row_values(row: &Row) -> Result<Vec<Value>, StoreError> {
+    let columns = row.columns_ref();
+    (0..row.len())
+        .map(|i| {
+            let column = columns
+                .get(i)
+                .ok_or_else(|| StoreError::fatal("mysql: a row without its columns"))?;
+            Ok(match row.as_ref(i) {
+                None | Some(mysql::Value::NULL) => Value::Null,
+                Some(mysql::Value::Int(n)) => Value::Integer(*n),
+                Some(mysql::Value::UInt(n)) => Value::Integer(i64::try_from(*n).map_err(|_| {
+                    StoreError::fatal(format!(
+                        "mysql: column {} is out of range",
+                        column.name_str()
+                    ))
+                })?),
+                Some(mysql::Value::Bytes(b)) if is_bytes_column(column) => Value::Bytes(b.clone()),
+                Some(mysql::Value::Bytes(b)) => {
+                    Value::Text(String::from_utf8(b.clone()).map_err(|_| {
+                        StoreError::fatal(format!(
+                            "mysql: column {} is not UTF-8 text",
+                            column.name_str()
+                        ))
+                    })?)
+                }
+                Some(other) => {
+                    return Err(StoreError::fatal(format!(
+                        "mysql: column {} holds {other:?}, which intentkey never writes",
+                        column.name_str()
+                    )))
+                }
+            })
+        })
+        .collect()
+}
+
+fn record(row: &Row) -> Result<Record, StoreError> {
+    sql::decode_row(&row_values(row)?)
+        .map_err(|e| StoreError::fatal(format!("mysql: {}", e.message())))
+}
+
+impl MysqlStore {
+    /// Connects and applies every missing migration.
+    ///
+    /// # Errors
+    /// A malformed URL (`store-failed`), a server that cannot be reached
+    /// (`store-unavailable`), a migration lock not had within 30 s
+    /// (`store-unavailable`), or a database at a newer schema.
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let opts = Opts::from_url(url)
+            .map_err(|e| StoreError::fatal(format!("mysql: {}: {e}", redact(url))))?;
+        let constraints = PoolConstraints::new(0, MAX_CONNECTIONS)
+            .ok_or_else(|| StoreError::fatal("mysql: pool constraints"))?;
+        let opts = OptsBuilder::from_opts(opts)
+            .additional_capabilities(CapabilityFlags::CLIENT_FOUND_ROWS)
+            .tcp_connect_timeout(Some(TIMEOUT))
+            .read_timeout(Some(TIMEOUT))
+            .write_timeout(Some(TIMEOUT))
+            .pool_opts(PoolOpts::default().with_constraints(constraints));
+        let statements = sql::statements(Dialect::Mysql, None)
+            .map_err(|e| StoreError::fatal(format!("mysql: {}", e.message())))?;
+        // Migrations on a connection of their own, closed after: the named
+        // lock is the session's, so a migration that fails gives it back too.
+        let mut conn = Conn::new(opts.clone()).map_err(|e| error(url, &e))?;
+        migrate(&mut conn).map_err(|e| match e {
+            Failure::Driver(e) => error(url, &e),
+            Failure::Store(e) => e,
+        })?;
+        drop(conn);
+        let pool = Pool::new(opts).map_err(|e| error(url, &e))?;
+        Ok(MysqlStore {
+            pool,
+            statements,
+            url: url.to_owned(),
+        })
+    }
+
+    fn statement(&self, kind: Kind) -> Result<&sql::Statement, StoreError> {
+        self.statements
+            .statement(kind)
+            .map_err(|e| StoreError::fatal(format!("mysql: {}", e.message())))
+    }
+
+    fn conn(&self) -> Result<mysql::PooledConn, StoreError> {
+        self.pool.get_conn().map_err(|e| error(&self.url, &e))
+    }
+
+    /// Runs the statement `kind`: the rows it changed (matched).
+    fn execute(&self, kind: Kind, values: &[Value]) -> Result<u64, StoreError> {
+        let st = self.statement(kind)?;
+        let mut conn = self.conn()?;
+        conn.exec_drop(&st.text, params(st, values))
+            .map_err(|e| error(&self.url, &e))?;
+        Ok(conn.affected_rows())
+    }
+
+    /// Runs the query `kind`: its rows.
+    fn query(&self, kind: Kind, values: &[Value]) -> Result<Vec<Row>, StoreError> {
+        let st = self.statement(kind)?;
+        let mut conn = self.conn()?;
+        conn.exec(&st.text, params(st, values))
+            .map_err(|e| error(&self.url, &e))
+    }
+}
+
+enum Failure {
+    Driver(mysql::Error),
+    Store(StoreError),
+}
+
+impl From<mysql::Error> for Failure {
+    fn from(e: mysql::Error) -> Self {
+        Failure::Driver(e)
+    }
+}
+
+/// The core's migration flow, with autocommit (MySQL commits DDL by itself).
+fn migrate(conn: &mut Conn) -> Result<(), Failure> {
+    let flow_error = |e: intentkey::Error| {
+        let message = format!("mysql: {}", e.message());
+        Failure::Store(if e.code() == intentkey::ErrorCode::StoreUnavailable {
+            StoreError::retryable(message)
+        } else {
+            StoreError::fatal(message)
+        })
+    };
+    let mut flow = MigrationFlow::new(Dialect::Mysql, None).map_err(flow_error)?;
+    let mut step = flow.start();
+    loop {
+        let result = match step {
+            MigrationStep::Done(_) => return Ok(()),
+            MigrationStep::Io(MigrationOp::Execute(call)) if call.params.is_empty() => {
+                conn.query_drop(&call.text)?;
+                MigrationResult::Executed
+            }
+            MigrationStep::Io(MigrationOp::Execute(call)) => {
+                let values: Vec<mysql::Value> = call.params.into_iter().map(param).collect();
+                conn.exec_drop(&call.text, values)?;
+                MigrationResult::Executed
+            }
+            MigrationStep::Io(MigrationOp::Query(call)) => {
+                let values: Vec<mysql::Value> = call.params.into_iter().map(param).collect();
+                let row: Option<Row> = conn.exec_first(&call.text, values)?;
+                let value = match row {
+                    Some(row) => row_values(&row).map_err(Failure::Store)?.into_iter().next(),
+                    None => None,
+                };
+                MigrationResult::Queried(match value {
+                    Some(Value::Integer(n)) => Some(n),
+                    _ => None,
+                })
+            }
+        };
+        step = flow
+            .resume(result)
+            .map_err(|e| flow_error(intentkey::Error::from(e)))?;
+    }
+}
+
+impl Store for MysqlStore {
+    fn insert(&self, r: &Record) -> Result<bool, StoreError> {
+        let chars = r.key.chars().count();
+        if chars > MYSQL_KEY_CHARS {
+            return Err(StoreError::fatal(format!(
+                "mysql: key is {chars} characters; a MySQL store holds keys of at most {MYSQL_KEY_CHARS} (intentkey's own keys and storage keys are 64 at most)"
+            )));
+        }
+        let st = self.statement(Kind::Insert)?;
+        let mut conn = self.conn()?;
+        match conn.exec_drop(&st.text, params(st, &sql::insert_params(r))) {
+            Ok(()) => Ok(conn.affected_rows() == 1),
+            Err(mysql::Error::MySqlError(e))
+                if Some(e.code) == Dialect::Mysql.duplicate_key_error() =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(error(&self.url, &e)),
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        self.query(Kind::Get, &sql::get_params(key))?
+            .first()
+            .map(record)
+            .transpose()
+    }
+
+    fn complete(&self, x: &Completion) -> Result<bool, StoreError> {
+        self.execute(Kind::Complete, &sql::complete_params(x))
+            .map(|n| n == 1)
+    }
+
+    fn replace(&self, r: &Replacement) -> Result<bool, StoreError> {
+        self.execute(Kind::Replace, &sql::replace_params(r))
+            .map(|n| n == 1)
+    }
+
+    fn release(&self, r: &Release) -> Result<bool, StoreError> {
+        self.execute(Kind::Release, &sql::release_params(r))
+            .map(|n| n == 1)
+    }
+
+    fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+        self.query(Kind::List, &sql::list_params(status, limit))?
+            .iter()
+            .map(record)
+            .collect()
+    }
+
+    fn purge(&self, now: i64) -> Result<u64, StoreError> {
+        self.execute(Kind::Purge, &sql::purge_params(now))
+    }
+}
