@@ -251,9 +251,40 @@ fn operations_on_postgres() {
 }
 
 #[test]
+fn operations_on_mysql() {
+    use mysql::prelude::Queryable;
+    let base = "mysql://root@127.0.0.1:3306";
+    let mut admin = match mysql::Conn::new(mysql::Opts::from_url(&format!("{base}/test")).unwrap())
+    {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true and MySQL/MariaDB is not reachable: {e}"
+            );
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIPPED: operations_on_mysql: MySQL/MariaDB is not reachable at {base} ({e}); outside CI only"
+            );
+            return;
+        }
+    };
+    let db = format!("ik_rs_cli_{}", std::process::id());
+    admin
+        .query_drop(format!("DROP DATABASE IF EXISTS `{db}`"))
+        .unwrap();
+    admin.query_drop(format!("CREATE DATABASE `{db}`")).unwrap();
+    let url = format!("{base}/{db}");
+    operations(&url);
+    concurrent_recoverers(&url);
+    admin.query_drop(format!("DROP DATABASE `{db}`")).unwrap();
+}
+
+#[test]
 fn unknown_store_urls_are_refused_clearly() {
     let out = Command::new(env!("CARGO_BIN_EXE_intentkey"))
-        .args(["purge", "--store", "mysql://x"])
+        .args(["purge", "--store", "cassandra://x"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -262,7 +293,7 @@ fn unknown_store_urls_are_refused_clearly() {
     assert!(err["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("use memory:, sqlite:PATH or postgres://"));
+        .contains("use memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://"));
 }
 
 #[test]
