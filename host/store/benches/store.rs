@@ -1,9 +1,12 @@
 //! A guarded intent against the statements it cannot do without, on SQLite,
-//! PostgreSQL and Redis.
+//! PostgreSQL, MySQL/MariaDB and Redis.
 //!
 //! `cargo bench -p intentkey-store --bench store` (PostgreSQL at
-//! 127.0.0.1:5432, database `test`; Redis at 127.0.0.1:6379, database 3; each
-//! part is skipped with a message when its server is unreachable). Redis's
+//! 127.0.0.1:5432, database `test`; MariaDB or MySQL at 127.0.0.1:3306, root,
+//! a database of the run's own; Redis at 127.0.0.1:6379, database 3; each
+//! part is skipped with a message when its server is unreachable). MySQL's
+//! floor is a plain `INSERT` and an `UPDATE` by key (InnoDB's durability is
+//! server-wide, so its "non-durable connection" is a second plain one). Redis's
 //! floor is `SET … NX` then `SET … XX` (no script, no index, no fencing);
 //! its "non-durable connection" is a second connection (Redis has no
 //! per-write durability), and its round trip is `PING`.
@@ -190,6 +193,97 @@ impl Floor for PgFloor {
         let one: i32 = self.client.query_one(&self.select, &[]).unwrap().get(0);
         assert_eq!(one, 1);
     }
+}
+
+/// MySQL's floor: a plain `INSERT` and an `UPDATE` by key, prepared once,
+/// autocommit, on a connection of its own (and a second for `update_fast`).
+struct MysqlFloor {
+    conn: mysql::Conn,
+    fast: mysql::Conn,
+    insert: mysql::Statement,
+    update: mysql::Statement,
+    update_fast: mysql::Statement,
+}
+
+impl Floor for MysqlFloor {
+    fn insert(&mut self, key: &str) {
+        use mysql::prelude::Queryable;
+        self.conn
+            .exec_drop(&self.insert, (key, FLOOR_TOKEN, NOW))
+            .unwrap();
+        assert_eq!(self.conn.affected_rows(), 1);
+    }
+    fn update(&mut self, key: &str) {
+        use mysql::prelude::Queryable;
+        self.conn
+            .exec_drop(&self.update, (NOW + 86_400, key))
+            .unwrap();
+        assert_eq!(self.conn.affected_rows(), 1);
+    }
+    fn update_fast(&mut self, key: &str) {
+        use mysql::prelude::Queryable;
+        self.fast
+            .exec_drop(&self.update_fast, (NOW + 86_400, key))
+            .unwrap();
+        assert_eq!(self.fast.affected_rows(), 1);
+    }
+    fn round_trip(&mut self) {
+        use mysql::prelude::Queryable;
+        let one: Option<i64> = self.conn.query_first("SELECT 1").unwrap();
+        assert_eq!(one, Some(1));
+    }
+}
+
+const MYSQL_BASE: &str = "mysql://root@127.0.0.1:3306";
+const FLOOR_INSERT_MYSQL: &str = "INSERT INTO floor_records (`key`, fingerprint, tenant_id, action_type, status, owner_token, created_at, lookups) \
+     VALUES (?, 'fp', 't', 'a', 'in_flight', ?, ?, 0)";
+const FLOOR_UPDATE_MYSQL: &str =
+    "UPDATE floor_records SET status = 'done', response_status = 201, \
+     response_content_type = 'application/json', response_headers = NULL, response_body = '{}', \
+     expires_at = ?, next_lookup_at = NULL WHERE `key` = ?";
+
+/// This run's MySQL database, its store URL and a floor; `None` when unreachable.
+fn mysql_setup() -> Option<(String, String, MysqlFloor)> {
+    use mysql::prelude::Queryable;
+    let connect = |db: &str| {
+        let opts = mysql::Opts::from_url(&format!("{MYSQL_BASE}/{db}")).unwrap();
+        mysql::Conn::new(
+            mysql::OptsBuilder::from_opts(opts)
+                .additional_capabilities(mysql::consts::CapabilityFlags::CLIENT_FOUND_ROWS),
+        )
+    };
+    let mut admin = match connect("test") {
+        Ok(c) => c,
+        Err(e) => {
+            println!("SKIPPED: MySQL benchmarks: not reachable at {MYSQL_BASE} ({e})");
+            return None;
+        }
+    };
+    let db = format!("ik_bench_{}", std::process::id());
+    admin
+        .query_drop(format!("DROP DATABASE IF EXISTS `{db}`"))
+        .unwrap();
+    admin.query_drop(format!("CREATE DATABASE `{db}`")).unwrap();
+    let mut conn = connect(&db).unwrap();
+    let create = intentkey::claim::ddl::mysql_create_latest(None)
+        .unwrap()
+        .replace("`intentkey_records`", "`floor_records`");
+    conn.query_drop(create).unwrap();
+    let mut fast = connect(&db).unwrap();
+    let insert = conn.prep(FLOOR_INSERT_MYSQL).unwrap();
+    let update = conn.prep(FLOOR_UPDATE_MYSQL).unwrap();
+    let update_fast = fast.prep(FLOOR_UPDATE_MYSQL).unwrap();
+    Some((
+        db.clone(),
+        format!("{MYSQL_BASE}/{db}"),
+        MysqlFloor {
+            conn,
+            fast,
+            insert,
+            update,
+            update_fast,
+        },
+    ))
 }
 
 /// Redis's floor: a bare `SET NX` (the claim without its index) and a bare
@@ -657,6 +751,10 @@ fn main() {
         Some((schema, url, floor)) => (Some(schema), Some(open(&url).unwrap()), Some(floor)),
         None => (None, None, None),
     };
+    let (mysql_db, mysql_store, mysql_floor) = match mysql_setup() {
+        Some((db, url, floor)) => (Some(db), Some(open(&url).unwrap()), Some(floor)),
+        None => (None, None, None),
+    };
     let (redis_prefix, redis_store, redis_floor) = match redis_setup() {
         Some((prefix, url, floor)) => (Some(prefix), Some(open(&url).unwrap()), Some(floor)),
         None => (None, None, None),
@@ -666,6 +764,13 @@ fn main() {
         if let (Some(store), Some(floor)) = (pg_store.as_ref(), pg_floor) {
             subjects.push(Subject {
                 name: "PostgreSQL 15 (loopback)",
+                floor: Box::new(floor),
+                store: store.as_ref(),
+            });
+        }
+        if let (Some(store), Some(floor)) = (mysql_store.as_ref(), mysql_floor) {
+            subjects.push(Subject {
+                name: "MariaDB 10.11 (loopback)",
                 floor: Box::new(floor),
                 store: store.as_ref(),
             });
@@ -692,6 +797,15 @@ fn main() {
     remove_sqlite(&path);
     drop(pg_store);
     drop(redis_store);
+    drop(mysql_store);
+    if let Some(db) = mysql_db {
+        use mysql::prelude::Queryable;
+        if let Ok(mut c) =
+            mysql::Conn::new(mysql::Opts::from_url(&format!("{MYSQL_BASE}/test")).unwrap())
+        {
+            let _ = c.query_drop(format!("DROP DATABASE IF EXISTS `{db}`"));
+        }
+    }
     if let Some(prefix) = redis_prefix {
         redis_cleanup(&prefix);
     }
