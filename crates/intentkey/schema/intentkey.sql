@@ -11,6 +11,10 @@
 -- pg_advisory_xact_lock(7316502411), recording each version in
 -- intentkey_schema_migrations. SQLite runs the migrations above
 -- PRAGMA user_version inside BEGIN IMMEDIATE and sets user_version.
+-- MySQL and MariaDB run it translated by the core (intentkey::claim::ddl),
+-- under a named lock: a new database gets the latest table in one CREATE
+-- TABLE IF NOT EXISTS. Keywords are written in upper case and identifiers in
+-- lower case here; the translation relies on it.
 -- A store that finds a version above the latest refuses to start.
 --
 -- Sections start with "-- migrations-table" or "-- migration N"; statements end
