@@ -1001,23 +1001,44 @@ fn redis_node_and_rust_share_records() {
     let Some(p) = RedisPrefix::new("redis_interop") else {
         return;
     };
+    node_and_rust_share_records(&p.url(), "redis-interop.mjs", "ioredis");
+}
+
+/// The same on one MySQL / MariaDB database (`js/test/support/mysql-interop.mjs`).
+#[test]
+fn mysql_node_and_rust_share_records() {
+    let Some(db) = MysqlDb::new("mysql_interop") else {
+        return;
+    };
+    node_and_rust_share_records(&db.url(), "mysql-interop.mjs", "mysql2");
+}
+
+/// Node (`js/test/support/SCRIPT URL KEY BODY`, over the npm package's store
+/// whose driver is `driver`) and this host on the store at `url`: each
+/// replays what the other completed, and a key in flight here is 409 there.
+fn node_and_rust_share_records(url: &str, script: &str, driver: &str) {
     let js = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../js");
-    let script = js.join("test/support/redis-interop.mjs");
-    let built = js.join("vendor/intentkey.js").exists() && js.join("node_modules/ioredis").exists();
+    let script = js.join("test/support").join(script);
+    let built = js.join("vendor/intentkey.js").exists()
+        && js.join("node_modules").join(driver).exists()
+        && script.exists();
     let node_ok = std::process::Command::new("node")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !(built && node_ok) {
-        let why = "redis_node_and_rust_share_records: needs node and the npm package built (cd js && npm ci && npm run build)";
+        let why = format!(
+            "node_and_rust_share_records ({}): needs node and the npm package built (cd js && npm ci && npm run build)",
+            script.display()
+        );
         assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-        common::skipped(why);
+        common::skipped(&why);
         return;
     }
     let node = |key: &str, body: &str| -> String {
         let out = std::process::Command::new("node")
             .arg(&script)
-            .args([p.url().as_str(), key, body])
+            .args([url, key, body])
             .output()
             .unwrap();
         assert!(
@@ -1027,7 +1048,7 @@ fn redis_node_and_rust_share_records() {
         );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     };
-    let store = open(&p.url()).unwrap();
+    let store = open(url).unwrap();
     let guard = Guard::new(store.as_ref());
     let now = i64::try_from(
         std::time::SystemTime::now()
