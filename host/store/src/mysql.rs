@@ -148,7 +148,17 @@ impl MysqlStore {
             .tcp_connect_timeout(Some(TIMEOUT))
             .read_timeout(Some(TIMEOUT))
             .write_timeout(Some(TIMEOUT))
-            .pool_opts(PoolOpts::default().with_constraints(constraints));
+            // Each operation is one autocommit statement that leaves no
+            // session state, so a connection goes back to the pool as it is:
+            // no COM_RESET_CONNECTION (a round trip that also drops the
+            // prepared statements) and no ping before each use. A connection
+            // that failed is closed instead of going back (`MysqlStore::run`).
+            .pool_opts(
+                PoolOpts::default()
+                    .with_constraints(constraints)
+                    .with_reset_connection(false)
+                    .with_check_health(false),
+            );
         let statements = sql::statements(Dialect::Mysql, None)
             .map_err(|e| StoreError::fatal(format!("mysql: {}", e.message())))?;
         // Migrations on a connection of their own, closed after: the named
@@ -173,24 +183,37 @@ impl MysqlStore {
             .map_err(|e| StoreError::fatal(format!("mysql: {}", e.message())))
     }
 
-    fn conn(&self) -> Result<mysql::PooledConn, StoreError> {
-        self.pool.get_conn().map_err(|e| error(&self.url, &e))
+    /// Runs `f` on a pooled connection (the statement is prepared once per
+    /// connection, by the driver's statement cache). A connection that
+    /// failed is closed, not given back to the pool.
+    fn run<T>(
+        &self,
+        f: impl FnOnce(&mut mysql::PooledConn) -> Result<T, mysql::Error>,
+    ) -> Result<T, mysql::Error> {
+        let mut conn = self.pool.get_conn()?;
+        let result = f(&mut conn);
+        if let Err(e) = &result {
+            if e.is_connectivity_error() {
+                drop(conn.unwrap());
+            }
+        }
+        result
     }
 
     /// Runs the statement `kind`: the rows it changed (matched).
     fn execute(&self, kind: Kind, values: &[Value]) -> Result<u64, StoreError> {
         let st = self.statement(kind)?;
-        let mut conn = self.conn()?;
-        conn.exec_drop(&st.text, params(st, values))
-            .map_err(|e| error(&self.url, &e))?;
-        Ok(conn.affected_rows())
+        self.run(|conn| {
+            conn.exec_drop(&st.text, params(st, values))?;
+            Ok(conn.affected_rows())
+        })
+        .map_err(|e| error(&self.url, &e))
     }
 
     /// Runs the query `kind`: its rows.
     fn query(&self, kind: Kind, values: &[Value]) -> Result<Vec<Row>, StoreError> {
         let st = self.statement(kind)?;
-        let mut conn = self.conn()?;
-        conn.exec(&st.text, params(st, values))
+        self.run(|conn| conn.exec(&st.text, params(st, values)))
             .map_err(|e| error(&self.url, &e))
     }
 }
@@ -258,9 +281,12 @@ impl Store for MysqlStore {
             )));
         }
         let st = self.statement(Kind::Insert)?;
-        let mut conn = self.conn()?;
-        match conn.exec_drop(&st.text, params(st, &sql::insert_params(r))) {
-            Ok(()) => Ok(conn.affected_rows() == 1),
+        let inserted = self.run(|conn| {
+            conn.exec_drop(&st.text, params(st, &sql::insert_params(r)))?;
+            Ok(conn.affected_rows())
+        });
+        match inserted {
+            Ok(n) => Ok(n == 1),
             Err(mysql::Error::MySqlError(e))
                 if Some(e.code) == Dialect::Mysql.duplicate_key_error() =>
             {

@@ -239,11 +239,7 @@ pub fn mysql_create_latest(schema: Option<&str>) -> crate::Result<String> {
         .rfind(')')
         .ok_or_else(|| unsupported("the CREATE TABLE has no closing parenthesis".to_owned()))?;
     let mut folded = String::from("CREATE TABLE IF NOT EXISTS ");
-    folded.push_str(
-        &create["CREATE TABLE ".len()..body_end]
-            .trim_end()
-            .to_owned(),
-    );
+    folded.push_str(create["CREATE TABLE ".len()..body_end].trim_end());
     for item in items {
         folded.push_str(",\n    ");
         folded.push_str(&item);
