@@ -38,12 +38,26 @@ pub struct MysqlStore {
     url: String,
 }
 
+/// Server errors that end the connection: the server is shutting down
+/// (1053), the connection was killed (MariaDB 1927) or timed out (MySQL
+/// 4031), the server went away or the connection was lost (2006, 2013).
+const CONNECTION_LOST: [u16; 5] = [1053, 1927, 2006, 2013, 4031];
+
+/// Whether `e` leaves the connection unusable: it is closed, not pooled.
+fn connection_lost(e: &mysql::Error) -> bool {
+    match e {
+        mysql::Error::MySqlError(m) => CONNECTION_LOST.contains(&m.code),
+        e => e.is_connectivity_error(),
+    }
+}
+
 fn error(url: &str, e: &mysql::Error) -> StoreError {
     match e {
-        // The server went away, a lock wait timed out or InnoDB chose this
-        // statement as a deadlock's victim: nothing was written; retry.
+        // The connection was lost, a lock wait timed out, InnoDB chose this
+        // statement as a deadlock's victim or the server has too many
+        // connections: nothing was written; retry.
         mysql::Error::MySqlError(m)
-            if matches!(m.code, 1205 | 1213 | 2006 | 2013 | 1040 | 1053) =>
+            if CONNECTION_LOST.contains(&m.code) || matches!(m.code, 1040 | 1205 | 1213) =>
         {
             StoreError::retryable(format!("mysql: {} ({})", m.message, m.code))
         }
@@ -193,7 +207,7 @@ impl MysqlStore {
         let mut conn = self.pool.get_conn()?;
         let result = f(&mut conn);
         if let Err(e) = &result {
-            if e.is_connectivity_error() {
+            if connection_lost(e) {
                 drop(conn.unwrap());
             }
         }

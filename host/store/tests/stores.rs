@@ -459,6 +459,51 @@ fn mysql_store_keys_bodies_and_concurrent_migrations() {
     assert_eq!(store.list(None, 10).unwrap().len(), 3);
 }
 
+/// A connection the server kills (as a restart or a proxy would) costs one
+/// retryable error, never a wrong answer, and the store heals by itself:
+/// the next operation runs on a new connection.
+#[test]
+fn mysql_store_heals_after_its_connections_are_killed() {
+    use mysql::prelude::Queryable;
+    let Some(db) = MysqlDb::new("mysql_killed") else {
+        return;
+    };
+    let store = open(&db.url()).unwrap();
+    let guard = Guard::new(store.as_ref());
+    let first = guard.claim(&attempt("k1", "fp"), 1_700_000_000).unwrap();
+    assert_eq!(first.outcome, ClaimOutcome::Owned);
+    let mut admin = mysql_db::mysql_admin("mysql_killed").unwrap();
+    let ids: Vec<u64> = admin
+        .exec(
+            "SELECT id FROM information_schema.processlist WHERE db = ?",
+            (db.name.as_str(),),
+        )
+        .unwrap();
+    assert!(!ids.is_empty(), "the store holds a connection");
+    for id in ids {
+        admin.query_drop(format!("KILL {id}")).unwrap();
+    }
+    let mut errors = 0;
+    let again = loop {
+        match guard.claim(&attempt("k1", "fp"), 1_700_000_001) {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(e.is_retryable(), "a killed connection is retryable: {e}");
+                errors += 1;
+                assert!(errors <= 1, "one failure, then a new connection");
+            }
+        }
+    };
+    // The pooled connection was dead: one retryable error, then a new one.
+    assert_eq!(errors, 1, "the killed connection fails once");
+    // The record survived, and it is still the first owner's.
+    assert_eq!(again.outcome, ClaimOutcome::InFlight);
+    assert_eq!(
+        store.get("k1").unwrap().unwrap().owner_token,
+        first.owner_token
+    );
+}
+
 #[test]
 fn redis_store() {
     let Some(prefix) = RedisPrefix::new("redis_store") else {
