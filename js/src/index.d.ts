@@ -26,6 +26,7 @@ export { memoryStore } from './stores/memory.js';
 export { sqliteStore } from './stores/sqlite.js';
 export { pgStore } from './stores/pg.js';
 export { redisStore } from './stores/redis.js';
+export { mysqlStore } from './stores/mysql.js';
 
 export interface GuardOptions {
   store: Store;

@@ -13,6 +13,7 @@ export { memoryStore } from './stores/memory.js';
 export { sqliteStore } from './stores/sqlite.js';
 export { pgStore } from './stores/pg.js';
 export { redisStore } from './stores/redis.js';
+export { mysqlStore } from './stores/mysql.js';
 export { createGuard, createJournal } from './node-core.js';
 
 export const {

@@ -10,9 +10,10 @@
 // The tarball is packed without rebuilding vendor/ (the build test checks it is
 // current; run `npm run build` first). better-sqlite3's native addon is copied
 // from this repository's install (the same pinned version) instead of being
-// compiled again. The PostgreSQL and Redis examples use the test servers, each in
-// a schema or key prefix of its own, and are skipped with a SKIPPED line (counted
-// by the skips reporter) outside CI when a server is unreachable.
+// compiled again. The PostgreSQL, Redis and MySQL examples use the test servers,
+// each in a schema, key prefix or database of its own, and are skipped with a
+// SKIPPED line (counted by the skips reporter) outside CI when a server is
+// unreachable.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -23,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { freshSchema, pgAvailability } from './support/pg.js';
 import { freshPrefix, redisAvailability } from './support/redis.js';
+import { freshDatabase, mysqlAvailability } from './support/mysql.js';
 
 const run = promisify(execFile);
 const pkgDir = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -153,6 +155,11 @@ console.log('ok');`,
     server: 'redis',
     example: guardExample(`import { redisStore } from 'intentkey/stores/redis';`, 'await redisStore({ url: process.env.IK_REDIS_URL })'),
   },
+  './stores/mysql': {
+    peers: ['mysql2'],
+    server: 'mysql',
+    example: guardExample(`import { mysqlStore } from 'intentkey/stores/mysql';`, 'await mysqlStore({ url: process.env.IK_MYSQL_URL })'),
+  },
 };
 
 /** The README's claim example over one store: the effect runs once, the retry gets its answer. */
@@ -185,6 +192,7 @@ const subpaths = Object.keys(pkg.exports).filter((s) => s !== './package.json');
 const servers = {
   pg: await pgAvailability('package.test.js'),
   redis: await redisAvailability('package.test.js'),
+  mysql: await mysqlAvailability('package.test.js'),
 };
 
 test('package.json exports only subpaths this test runs, and no vendor/ internals', () => {
@@ -230,6 +238,9 @@ test('npm pack, then every subpath imports and runs its README example in a fres
       } else if (server === 'redis') {
         resource = await freshPrefix();
         env.IK_REDIS_URL = resource.url;
+      } else if (server === 'mysql') {
+        resource = await freshDatabase();
+        env.IK_MYSQL_URL = resource.url;
       }
       try {
         const out = await run(process.execPath, ['example.mjs'], { cwd: dir, env }).catch((e) => {

@@ -1,11 +1,13 @@
-"""One PostgreSQL schema and one Redis prefix shared by Python, Node and Rust.
+"""One PostgreSQL schema, one MySQL/MariaDB database and one Redis prefix
+shared by Python, Node and Rust.
 
 Every participant (Python's Guard over the sync store, Python's AsyncGuard
 over the asyncio store, the npm package's guard through
 tests/cross/node_store.mjs, the Rust CLI ``intentkey claim`` / ``complete``)
 replays what each other one claimed and finished, refuses another payload
 under its key, and sees a key another one holds in flight as in flight
-(409). Node needs ``js/node_modules`` and the transpiled ``js/vendor``; Rust
+(409). Python has no asyncio MySQL store: only its Guard takes part there.
+Node needs ``js/node_modules`` and the transpiled ``js/vendor``; Rust
 needs the ``intentkey`` binary (``INTENTKEY_BIN``, default
 ``target/debug/intentkey``). A missing one fails under ``CI=true`` and skips
 otherwise, as a missing server does.
@@ -27,8 +29,10 @@ import pytest
 
 import intentkey as ik
 from intentkey.aio import AsyncGuard
-from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, PostgresStore, RedisStore
-from support.servers import pg_conninfo, pg_schema, pg_url, redis_prefix, redis_url, unreachable
+from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, MySQLStore, PostgresStore, RedisStore
+from support.servers import (
+    mysql_database, mysql_database_url, pg_conninfo, pg_schema, pg_url, redis_prefix, redis_url, unreachable,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -42,11 +46,14 @@ def missing(what: str) -> None:
     pytest.skip(f"{what}; skipped (outside CI; with CI=true this fails)")
 
 
-def node_ready() -> str:
+def node_ready(backend: str = "postgres") -> str:
     node = shutil.which("node")
     if node is None:
         missing("node is not on PATH")
-    for need in ("js/node_modules/pg", "js/node_modules/ioredis", "js/vendor/intentkey.js"):
+    needs = ["js/node_modules/pg", "js/node_modules/ioredis", "js/vendor/intentkey.js"]
+    if backend == "mysql":
+        needs += ["js/node_modules/mysql2", "js/src/stores/mysql.js"]
+    for need in needs:
         if not (REPO / need).exists():
             missing(f"{REPO / need} is missing (npm ci and npm run build in js/)")
     assert node is not None
@@ -197,9 +204,9 @@ PEERS = [("node",), ("rust",), ("node", "rust")]
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("peers", PEERS, ids=["+".join(p) for p in PEERS])
-@pytest.mark.parametrize("backend", ["postgres", "redis"])
+@pytest.mark.parametrize("backend", ["postgres", "mysql", "redis"])
 def test_records_are_shared_across_languages(backend: str, peers: Tuple[str, ...]) -> None:
-    node = node_ready() if "node" in peers else None
+    node = node_ready(backend) if "node" in peers else None
     binary = rust_ready() if "rust" in peers else None
     with ExitStack() as stack:
         if backend == "postgres":
@@ -213,6 +220,14 @@ def test_records_are_shared_across_languages(backend: str, peers: Tuple[str, ...
             make_async: Any = lambda: AsyncPostgresStore(conninfo, schema=name)
             node_spec = f"pg:{json.dumps(pg_config)}:{name}"
             rust_url = pg_url(conninfo, name)
+        elif backend == "mysql":
+            database = stack.enter_context(mysql_database())
+            url = mysql_database_url(database)
+            sync_store = MySQLStore(url)
+            stack.callback(sync_store.close)
+            make_async = None
+            node_spec = f"mysql:{url}"
+            rust_url = url
         else:
             url = redis_url()
             prefix = stack.enter_context(redis_prefix())
@@ -221,7 +236,9 @@ def test_records_are_shared_across_languages(backend: str, peers: Tuple[str, ...
             make_async = lambda: AsyncRedisStore(url, prefix=prefix)
             node_spec = f"redis:{url}:{prefix}"
             rust_url = f"{url}?prefix={prefix}"
-        participants: List[Any] = [Python(sync_store), PythonAsync(make_async)]
+        participants: List[Any] = [Python(sync_store)]
+        if make_async is not None:
+            participants.append(PythonAsync(make_async))
         if node is not None:
             participants.append(Node(node, node_spec))
         if binary is not None:

@@ -1,4 +1,4 @@
-"""The claim flow over every store (SQLite, PostgreSQL, Redis), through
+"""The claim flow over every store (SQLite, PostgreSQL, MySQL/MariaDB, Redis), through
 intentkey.Guard (sync) and intentkey.aio.AsyncGuard (async): claim, replay,
 in flight, payload conflict, fenced finish, release, recovery, due, purge,
 races for one key, migrations and the store errors."""
@@ -19,8 +19,8 @@ import pytest
 import intentkey as ik
 from intentkey import schema
 from intentkey.aio import AsyncGuard
-from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, PostgresStore, RedisStore, SQLiteStore
-from support.servers import pg_conninfo, pg_schema, redis_prefix, redis_url
+from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, MySQLStore, PostgresStore, RedisStore, SQLiteStore
+from support.servers import mysql_database, mysql_url, pg_conninfo, pg_schema, redis_prefix, redis_url
 
 T = 1_700_000_000
 RESPONSE = ik.Response(201, bytes(range(256)), "application/octet-stream", (("Location", "/orders/1"), ("X-Id", "7")))
@@ -45,6 +45,10 @@ def sync_backend(kind: str) -> Iterator[Callable[[], Any]]:
             conninfo = pg_conninfo()
             name = stack.enter_context(pg_schema())
             factory = lambda: track(PostgresStore(conninfo, schema=name))
+        elif kind == "mysql":
+            url = mysql_url()
+            database = stack.enter_context(mysql_database())
+            factory = lambda: track(MySQLStore(url, schema=database))
         else:
             url = redis_url()
             prefix = stack.enter_context(redis_prefix())
@@ -211,7 +215,7 @@ SCENARIOS = {
     "due_and_purge": (due_and_purge, {"stale_after_seconds": 60, "ttl_seconds": 100}),
 }
 
-SYNC_KINDS = ["sqlite", "postgres", "redis"]
+SYNC_KINDS = ["sqlite", "postgres", "mysql", "redis"]
 ASYNC_KINDS = ["postgres", "redis"]
 
 
@@ -492,7 +496,7 @@ def test_sync_guard_reports_a_failing_get_as_store_failed() -> None:
 
 def test_schema_arguments_are_checked() -> None:
     with pytest.raises(ik.IntentkeyError) as e:
-        schema.sql_statements("mysql")
+        schema.sql_statements("oracle")
     assert e.value.code == "invalid-argument" and e.value.field == "dialect"
     with pytest.raises(ik.IntentkeyError) as e:
         schema.sql_statements("postgres", "")

@@ -28,6 +28,30 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The most connections one store keeps open.
 const MAX_CONNECTIONS: usize = 16;
 
+/// A server error as the store reports it: retryable when the connection
+/// was lost, a lock wait timed out, InnoDB chose this statement as a
+/// deadlock's victim or the server has too many connections (nothing was
+/// written), else fatal.
+pub(crate) fn server_error(code: u16, message: &str) -> StoreError {
+    let text = format!("mysql: {message} ({code})");
+    if CONNECTION_LOST.contains(&code) || matches!(code, 1040 | 1205 | 1213) {
+        StoreError::retryable(text)
+    } else {
+        StoreError::fatal(text)
+    }
+}
+
+/// The key-length check of the claim: MySQL's key column holds 255 characters.
+pub(crate) fn check_key(key: &str) -> Result<(), StoreError> {
+    let chars = key.chars().count();
+    if chars > MYSQL_KEY_CHARS {
+        return Err(StoreError::fatal(format!(
+            "mysql: key is {chars} characters; a MySQL store holds keys of at most {MYSQL_KEY_CHARS} (intentkey's own keys and storage keys are 64 at most)"
+        )));
+    }
+    Ok(())
+}
+
 /// A MySQL or MariaDB store: a pool of connections to the database the URL
 /// names (`mysql://user:password@host:port/database`). Opening it applies
 /// every missing migration of the one schema, translated for MySQL by the
@@ -41,7 +65,7 @@ pub struct MysqlStore {
 /// Server errors that end the connection: the server is shutting down
 /// (1053), the connection was killed (MariaDB 1927) or timed out (MySQL
 /// 4031), the server went away or the connection was lost (2006, 2013).
-const CONNECTION_LOST: [u16; 5] = [1053, 1927, 2006, 2013, 4031];
+pub(crate) const CONNECTION_LOST: [u16; 5] = [1053, 1927, 2006, 2013, 4031];
 
 /// Whether `e` leaves the connection unusable: it is closed, not pooled.
 fn connection_lost(e: &mysql::Error) -> bool {
@@ -53,17 +77,7 @@ fn connection_lost(e: &mysql::Error) -> bool {
 
 fn error(url: &str, e: &mysql::Error) -> StoreError {
     match e {
-        // The connection was lost, a lock wait timed out, InnoDB chose this
-        // statement as a deadlock's victim or the server has too many
-        // connections: nothing was written; retry.
-        mysql::Error::MySqlError(m)
-            if CONNECTION_LOST.contains(&m.code) || matches!(m.code, 1040 | 1205 | 1213) =>
-        {
-            StoreError::retryable(format!("mysql: {} ({})", m.message, m.code))
-        }
-        mysql::Error::MySqlError(m) => {
-            StoreError::fatal(format!("mysql: {} ({})", m.message, m.code))
-        }
+        mysql::Error::MySqlError(m) => server_error(m.code, &m.message),
         e if e.is_connectivity_error() => {
             StoreError::retryable(format!("mysql: {} unreachable: {e}", redact(url)))
         }
@@ -71,7 +85,7 @@ fn error(url: &str, e: &mysql::Error) -> StoreError {
     }
 }
 
-fn param(value: Value) -> mysql::Value {
+pub(crate) fn param(value: Value) -> mysql::Value {
     match value {
         Value::Null => mysql::Value::NULL,
         Value::Integer(n) => mysql::Value::Int(n),
@@ -81,7 +95,7 @@ fn param(value: Value) -> mysql::Value {
 }
 
 /// A statement's values in its placeholders' order.
-fn params(statement: &sql::Statement, values: &[Value]) -> Vec<mysql::Value> {
+pub(crate) fn params(statement: &sql::Statement, values: &[Value]) -> Vec<mysql::Value> {
     sql::bind(statement, values)
         .into_iter()
         .map(param)
@@ -140,7 +154,7 @@ fn row_values(row: &Row) -> Result<Vec<Value>, StoreError> {
         .collect()
 }
 
-fn record(row: &Row) -> Result<Record, StoreError> {
+pub(crate) fn record(row: &Row) -> Result<Record, StoreError> {
     sql::decode_row(&row_values(row)?)
         .map_err(|e| StoreError::fatal(format!("mysql: {}", e.message())))
 }
@@ -288,12 +302,7 @@ fn migrate(conn: &mut Conn) -> Result<(), Failure> {
 
 impl Store for MysqlStore {
     fn insert(&self, r: &Record) -> Result<bool, StoreError> {
-        let chars = r.key.chars().count();
-        if chars > MYSQL_KEY_CHARS {
-            return Err(StoreError::fatal(format!(
-                "mysql: key is {chars} characters; a MySQL store holds keys of at most {MYSQL_KEY_CHARS} (intentkey's own keys and storage keys are 64 at most)"
-            )));
-        }
+        check_key(&r.key)?;
         let st = self.statement(Kind::Insert)?;
         let inserted = self.run(|conn| {
             conn.exec_drop(&st.text, params(st, &sql::insert_params(r)))?;

@@ -1,13 +1,15 @@
 //! The async guard (`intentkey_store::tokio::AsyncGuard`, cargo feature
 //! `tokio`) drives the core's run flow on a tokio runtime: an effect runs
-//! once per key on the memory store and on PostgreSQL (`PgStore`, many
-//! concurrent attempts), and recovery of a crashed run re-executes once
+//! once per key on the memory store, on PostgreSQL (`PgStore`) and on
+//! MariaDB (`AsyncMysqlStore`, many concurrent attempts), and recovery of a crashed run re-executes once
 //! with the same key.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/mysql_db.rs"]
+mod mysql_db;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +19,9 @@ use std::sync::Arc;
 use intentkey::claim::{
     ClaimOutcome, EffectResult, Finished, Lookup, Recovered, RecoveryAction, Response, Status,
 };
-use intentkey_store::tokio::{memory, AsyncGateway, AsyncGuard, AsyncStore, PgStore};
+use intentkey_store::tokio::{
+    memory, AsyncGateway, AsyncGuard, AsyncMysqlStore, AsyncStore, PgStore,
+};
 
 use common::{attempt, PgSchema};
 
@@ -196,4 +200,28 @@ fn the_async_guard_runs_an_effect_once_on_postgres() {
         recovers_a_crashed_run(&store).await;
     });
     drop(schema);
+}
+
+#[test]
+fn the_async_guard_runs_an_effect_once_on_mysql() {
+    let Some(db) = mysql_db::MysqlDb::new("async_guard_mysql") else {
+        return;
+    };
+    let url = db.url();
+    runtime().block_on(async {
+        let store = AsyncMysqlStore::connect(&url, 8).await.unwrap();
+        runs_once_in_sequence(&store).await;
+        runs_once_concurrently(Arc::new(store.clone())).await;
+        recovers_a_crashed_run(&store).await;
+        // A duplicate key is "not inserted", never an error; a key past
+        // MySQL's 255 characters is refused by name.
+        let r = intentkey::claim::Record::in_flight(&attempt("dup", "fp"), "tok", NOW);
+        assert!(store.insert(r.clone()).await.unwrap());
+        assert!(!store.insert(r).await.unwrap());
+        let long =
+            intentkey::claim::Record::in_flight(&attempt(&"k".repeat(256), "fp"), "tok", NOW);
+        let e = store.insert(long).await.unwrap_err();
+        assert!(e.message().contains("key is 256 characters"), "{e}");
+    });
+    drop(db);
 }

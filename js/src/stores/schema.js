@@ -1,10 +1,11 @@
 // What every store shares: the one schema and every statement, from the
 // component's `schema` export only (the core's crates/intentkey/schema/: the DDL
-// intentkey.sql, the SQL statements sqlite.sql and postgres.sql with their
-// parameter order and row decoding, the Redis scripts), the files the Rust stores
-// use too; and the store errors the WIT `store` interface reports. A SQL store is
-// an executor: it prepares the core's statements, binds the parameters the core
-// makes from a record and hands the rows back to the core (docs/stores.md).
+// intentkey.sql, the SQL statements sqlite.sql, postgres.sql and mysql.sql with
+// their parameter order, bind order and row decoding, the Redis scripts), the
+// files the Rust stores use too; and the store errors the WIT `store` interface
+// reports. A SQL store is an executor: it prepares the core's statements, binds
+// the parameters the core makes from a record and hands the rows back to the
+// core (docs/stores.md).
 import { internal } from '../node-core.js';
 import { STATUS_FROM_WIT } from '../claims.js';
 
@@ -61,15 +62,31 @@ export function redisDecode(key, value) {
 }
 
 /**
- * The core's statements of `dialect` ('sqlite' or 'postgres') for the records
- * table in `schema` (the unqualified table when undefined), by name: { insert,
- * get, complete, replace, release, list, purge, and for PostgreSQL claim,
- * complete-fast, migration-lock, migrated-version, record-migration }, each
- * { name, preparedName (short, unique per statement and table), text, params }.
+ * The core's statements of `dialect` ('sqlite', 'postgres' or 'mysql') for the
+ * records table in `schema` (the unqualified table when undefined; MySQL: the
+ * database that qualifies it), by name: { insert, get, complete, replace,
+ * release, list, purge, migration-lock, migrated-version, record-migration, and
+ * for PostgreSQL claim and complete-fast, for MySQL migration-unlock }, each
+ * { name, preparedName (short, unique per statement and table), text, params,
+ * binds }. `binds` says which of the `sqlParams` values goes to each
+ * placeholder of `text`, in text order: 0, 1, 2, … for numbered placeholders;
+ * MySQL's positional `?` may take one value twice (`list` binds the status
+ * twice). Bind `binds.map((i) => values[i])`.
  */
 export function sqlStatements(dialect, schema) {
   const list = internal.rawSchema((s) => s.sqlStatements(dialect, schema));
-  return Object.freeze(Object.fromEntries(list.map((x) => [x.name, Object.freeze({ ...x })])));
+  return Object.freeze(
+    Object.fromEntries(list.map((x) => [x.name, Object.freeze({ ...x, binds: Object.freeze(Array.from(x.binds)) })])),
+  );
+}
+
+/**
+ * The server error code with which `dialect`'s `insert` reports an existing key
+ * (MySQL: 1062, ER_DUP_ENTRY), which the store answers as "not inserted";
+ * undefined for a dialect whose insert reports no row instead.
+ */
+export function sqlDuplicateKeyError(dialect) {
+  return internal.rawSchema((s) => s.sqlDuplicateKeyError(dialect)) ?? undefined;
 }
 
 /**
@@ -132,16 +149,19 @@ export function storedStatus(witStatus) {
 }
 
 /**
- * The core's migration flow of `dialect` ('sqlite' or 'postgres'; `schema`:
- * where PostgreSQL's tables live): the one order in which every SQL store
- * brings its schema up to date. `step()` answers the first operation,
- * `step(value)` the next one after the last ran (`value`: a query's first
- * column, null or undefined when there was no row, ignored after a
- * statement), each { query: boolean, text, params (sql-values) } or
- * { done: { fromVersion, toVersion } }. The store runs them in one
- * transaction, commits at done and rolls back on any error (a database at a
- * newer schema throws the core's `store-failed` IntentkeyError from
- * `step`). `drop()` when done.
+ * The core's migration flow of `dialect` ('sqlite', 'postgres' or 'mysql';
+ * `schema`: where PostgreSQL's tables live, or the MySQL database that
+ * qualifies them): the one order in which every SQL store brings its schema up
+ * to date. `step()` answers the first operation, `step(value)` the next one
+ * after the last ran (`value`: a query's first column, null or undefined when
+ * there was no row, ignored after a statement), each { query: boolean, text,
+ * params (sql-values, one per placeholder in text order) } or { done: {
+ * fromVersion, toVersion } }. SQLite and PostgreSQL run them in one
+ * transaction, commit at done and roll back on any error; MySQL runs them with
+ * autocommit on one connection (its DDL commits by itself) under a named lock
+ * the flow takes first and gives back last, and closes that connection on any
+ * error. A database at a newer schema throws the core's `store-failed`
+ * IntentkeyError from `step`. `drop()` when done.
  */
 export function migrationFlow(dialect, schema) {
   const flow = internal.migration(dialect, schema);

@@ -94,6 +94,15 @@ export interface PgStore extends Store {
   close(): Promise<void>;
 }
 
+export interface MysqlStore extends Store {
+  readonly kind: 'mysql';
+  readonly synchronous: false;
+  /** The mysql2/promise pool. */
+  readonly db: any;
+  /** Ends the pool if the store made it (from a URL). */
+  close(): Promise<void>;
+}
+
 export interface RedisStore extends Store {
   readonly kind: 'redis';
   readonly synchronous: false;

@@ -63,10 +63,12 @@ import {
   memoryStore,
   pgStore,
   redisStore,
+  mysqlStore,
   refused,
   sqliteStore,
   type ClaimRecord,
   type RedisStore,
+  type MysqlStore,
   type Finished,
   type Guard,
   type LookupAnswer,
@@ -138,6 +140,11 @@ async function claimSide(): Promise<void> {
   void rsKind;
   await rs.close();
   await redisOnly({ client: rs.client });
+  const ms: MysqlStore = await mysqlStore({ url: 'mysql://root@127.0.0.1:3306/test', schema: 'ik' });
+  const msKind: 'mysql' = ms.kind;
+  void msKind;
+  await mysqlOnly({ pool: ms.db });
+  await ms.close();
   const r: RunResult = await guard.run({ intent }, async (key) => jsonResponse(201, { key }, [['Location', '/p/1']]));
   const r2 = await guard.run({ key: 'k', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, () => ({
     status: 200,
@@ -183,6 +190,7 @@ import { memoryStore as memoryOnly } from 'intentkey/stores/memory';
 import { sqliteStore as sqliteOnly } from 'intentkey/stores/sqlite';
 import { pgStore as pgOnly } from 'intentkey/stores/pg';
 import { redisStore as redisOnly } from 'intentkey/stores/redis';
+import { mysqlStore as mysqlOnly } from 'intentkey/stores/mysql';
 
 const mw = idempotency({
   secret: 'ab'.repeat(32),

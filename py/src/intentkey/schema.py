@@ -3,7 +3,7 @@
 Every store of every intentkey runtime (Rust, Node, Python) executes the
 same statements against the same tables and runs the same Redis scripts:
 the core's ``crates/intentkey/schema/`` (the DDL, ``sqlite.sql``,
-``postgres.sql`` with their parameter order and row decoding) and the Lua
+``postgres.sql``, ``mysql.sql`` with their parameter order and row decoding) and the Lua
 scripts of its Redis layout (docs/store-schema.md). This module only hands
 them over as Python values: the migrations, the statements of a dialect,
 the parameters the core makes from a record, the record the core decodes
@@ -55,6 +55,7 @@ __all__ = [
     "sql_complete_params",
     "sql_decode_claim",
     "sql_decode_row",
+    "sql_duplicate_key_error",
     "sql_get_params",
     "sql_insert_params",
     "sql_list_params",
@@ -72,7 +73,7 @@ __all__ = [
 #: (bound at the parameter's width), text or bytes.
 SqlValue = Union[None, int, str, bytes]
 
-DIALECTS = ("sqlite", "postgres")
+DIALECTS = ("sqlite", "postgres", "mysql")
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,18 @@ class Migration:
 class Statement:
     """One of the core's statements: what it does (``insert``, ``get``, …),
     a short prepared-statement name unique per statement and table, its text
-    (``?1`` … for SQLite, ``$1`` … for PostgreSQL) and what binds to each
-    parameter, in order."""
+    (``?1`` … for SQLite, ``$1`` … for PostgreSQL, positional ``?`` for
+    MySQL), what binds to each parameter, in order, and `binds`: for each
+    placeholder of the text, in text order, the index of the value (of the
+    ``sql_*_params`` values) bound there (``0, 1, 2, …`` for SQLite and
+    PostgreSQL; MySQL's ``?`` may bind one value twice): bind
+    ``[values[i] for i in statement.binds]``."""
 
     name: str
     prepared_name: str
     text: str
     params: Tuple[str, ...]
+    binds: Tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -177,13 +183,15 @@ def migration_lock() -> int:
 
 def _dialect(dialect: str) -> str:
     if dialect not in DIALECTS:
-        raise IntentkeyError("invalid-argument", "dialect", f"dialect must be 'sqlite' or 'postgres', not {dialect!r}")
+        raise IntentkeyError("invalid-argument", "dialect",
+                             f"dialect must be 'sqlite', 'postgres' or 'mysql', not {dialect!r}")
     return dialect
 
 
 def sql_statements(dialect: str, schema: Optional[str] = None) -> Dict[str, Statement]:
-    """The core's statements of `dialect` (``"sqlite"`` or ``"postgres"``) by
-    name, for the records table in `schema` (quoted and qualified by the core;
+    """The core's statements of `dialect` (``"sqlite"``, ``"postgres"`` or
+    ``"mysql"``) by name, for the records table in `schema` (quoted and
+    qualified by the core: the PostgreSQL schema, the MySQL database;
     ``None``: the unqualified table). ``invalid-argument`` for an empty schema."""
     if schema is not None:
         b.text("schema", schema)
@@ -191,10 +199,23 @@ def sql_statements(dialect: str, schema: Optional[str] = None) -> Dict[str, Stat
     def make() -> Dict[str, Statement]:
         listed = b.unwrap(_call("sql-statements", _dialect(dialect), schema))
         return {str(s.name): Statement(str(s.name), str(b.get(s, "prepared_name")), str(s.text),
-                                       tuple(str(p) for p in s.params)) for s in listed}
+                                       tuple(str(p) for p in s.params), tuple(int(i) for i in s.binds))
+                for s in listed}
 
     found: Dict[str, Statement] = _cached(("sql-statements", dialect, schema), make)
     return dict(found)
+
+
+def sql_duplicate_key_error(dialect: str) -> Optional[int]:
+    """The server error code with which `dialect`'s ``insert`` reports an
+    existing key (MySQL: 1062, ``ER_DUP_ENTRY``), which the store answers as
+    not inserted; ``None`` where the insert reports no row instead."""
+    def make() -> Tuple[Optional[int]]:
+        code = _call("sql-duplicate-key-error", _dialect(dialect))
+        return (None if code is None else int(code),)
+
+    found: Tuple[Optional[int]] = _cached(("sql-duplicate-key-error", dialect), make)
+    return found[0]
 
 
 # -- the migration flow --------------------------------------------------------------------
@@ -222,10 +243,15 @@ class MigrationFlow:
     every runtime brings its schema up to date (PostgreSQL: the advisory
     lock, the search path, the migrations table, the version, each missing
     migration and its record; SQLite: ``PRAGMA user_version``, each missing
-    migration, the new version). A store opens one transaction (SQLite:
-    ``BEGIN IMMEDIATE``), performs each :class:`SqlCall` that :meth:`start`
-    and :meth:`resume` hand it, commits at :class:`Migrated` and rolls back
-    on any error. A database at a newer version raises ``store-failed``.
+    migration, the new version; MySQL: ``GET_LOCK``, the migrations table,
+    the version, the tables, the version records, ``RELEASE_LOCK``). A store
+    opens one transaction (SQLite: ``BEGIN IMMEDIATE``), performs each
+    :class:`SqlCall` that :meth:`start` and :meth:`resume` hand it, commits
+    at :class:`Migrated` and rolls back on any error; MySQL, whose DDL
+    commits by itself, runs them with autocommit on one connection and
+    closes that connection on any error (freeing the lock). A database at a
+    newer version raises ``store-failed``; a MySQL lock not had in time,
+    ``store-unavailable``.
 
     >>> flow = MigrationFlow("sqlite")
     >>> step = flow.start()

@@ -1,10 +1,11 @@
-// One operation of the npm package's guard over a PostgreSQL or Redis store,
-// for the Python tests that share one schema / prefix between Python, Node and
-// Rust. Prints one JSON line on stdout.
+// One operation of the npm package's guard over a PostgreSQL, MySQL or Redis
+// store, for the Python tests that share one schema / database / prefix
+// between Python, Node and Rust. Prints one JSON line on stdout.
 //
 //   node node_store.mjs STORE OP KEY FINGERPRINT [BODY]
 //
-// STORE: pg:CONNINFO_JSON:SCHEMA (a pg Pool config as JSON) or redis:URL:PREFIX
+// STORE: pg:CONNINFO_JSON:SCHEMA (a pg Pool config as JSON), mysql:URL
+//        (mysql:mysql://root@127.0.0.1:3306/ik_py_x) or redis:URL:PREFIX
 //        (split at the last two colons: redis:redis://127.0.0.1:6379/0:ik_py_x).
 // OP:    run      the effect answers 201 with BODY (application/json)
 //        fail     the effect throws: the record stays in flight
@@ -18,6 +19,11 @@ async function openStore() {
     const rest = spec.slice(3);
     const cut = rest.lastIndexOf(':');
     return pgStore(JSON.parse(rest.slice(0, cut)), { schema: rest.slice(cut + 1) });
+  }
+  if (spec.startsWith('mysql:')) {
+    // Imported only here: the PostgreSQL and Redis cases need no mysql2.
+    const { mysqlStore } = await import('../../../js/src/stores/mysql.js');
+    return mysqlStore({ url: spec.slice(6) });
   }
   if (spec.startsWith('redis:')) {
     const rest = spec.slice(6);

@@ -3,9 +3,11 @@
 PostgreSQL at 127.0.0.1:5432, database ``test`` (trust; user ``postgres``
 or the current user; ``INTENTKEY_TEST_PG`` overrides the connection
 string), Redis at 127.0.0.1:6379 (``INTENTKEY_TEST_REDIS`` overrides the
-URL). A server that cannot be reached fails the test when ``CI=true`` and
-skips it, saying why, otherwise. Each test gets its own schema or prefix,
-dropped or deleted afterwards.
+URL), MariaDB or MySQL at 127.0.0.1:3306, user ``root`` with no password,
+database ``test`` (``INTENTKEY_TEST_MYSQL`` overrides the URL). A server
+that cannot be reached fails the test when ``CI=true`` and skips it, saying
+why, otherwise. Each test gets its own schema, prefix or database, dropped
+or deleted afterwards.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import getpass
 import os
 import uuid
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Any, Dict, Iterator, Optional
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
 PG_HOSTPART = "host=127.0.0.1 port=5432 dbname=test connect_timeout=3"
 REDIS_URL = os.environ.get("INTENTKEY_TEST_REDIS", "redis://127.0.0.1:6379/0")
+MYSQL_URL = os.environ.get("INTENTKEY_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
 
 
 def unreachable(what: str, where: str, why: object) -> None:
@@ -115,3 +119,69 @@ def redis_prefix() -> Iterator[str]:
                 client.delete(*keys)
         finally:
             client.close()
+
+
+_mysql_ok = False
+
+
+def mysql_connect(database: Optional[str] = None, url: str = MYSQL_URL, **options: Any) -> Any:
+    """A PyMySQL connection (autocommit) to the server of `url`, in `database`
+    (default: the URL's)."""
+    import pymysql
+
+    parts = urlsplit(url)
+    arguments: Dict[str, Any] = {"autocommit": True, "connect_timeout": 3}
+    arguments.update(options)
+    return pymysql.connect(host=parts.hostname or "localhost", port=parts.port or 3306,
+                           user=unquote(parts.username or "") or None, password=unquote(parts.password or ""),
+                           database=database or unquote(parts.path.lstrip("/")) or None, **arguments)
+
+
+def mysql_url() -> str:
+    """The URL of the test MariaDB/MySQL database (fails or skips when it cannot be reached)."""
+    global _mysql_ok
+    if _mysql_ok:
+        return MYSQL_URL
+    import pymysql
+
+    try:
+        conn = mysql_connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1")
+        finally:
+            conn.close()
+    except (pymysql.err.MySQLError, OSError) as e:
+        parts = urlsplit(MYSQL_URL)
+        shown = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")) if parts.password else parts
+        unreachable("MariaDB", shown.geturl(), e)
+    _mysql_ok = True
+    return MYSQL_URL
+
+
+def mysql_database_url(name: str) -> str:
+    """The test server's URL with `name` as its database."""
+    parts = urlsplit(mysql_url())
+    return parts._replace(path=f"/{name}").geturl()
+
+
+@contextmanager
+def mysql_database() -> Iterator[str]:
+    """A fresh database `ik_py_<random>`, dropped with everything in it afterwards."""
+    mysql_url()
+    name = f"ik_py_{uuid.uuid4().hex[:12]}"
+    conn = mysql_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}`")
+    finally:
+        conn.close()
+    try:
+        yield name
+    finally:
+        conn = mysql_connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        finally:
+            conn.close()

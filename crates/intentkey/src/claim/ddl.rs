@@ -4,11 +4,13 @@
 //! translated, and the translation is written once, here:
 //! - every identifier is backquoted (`key` is a reserved word), and the two
 //!   tables are qualified with the store's database when it names one;
-//! - column types map to MySQL's: the key, the status and the owner token
-//!   become `VARCHAR` so they can be indexed, the bodies `LONGTEXT` and
-//!   `LONGBLOB` (MySQL's `TEXT` holds 64 KiB);
-//! - a table is created `ENGINE=InnoDB` with `utf8mb4_bin`, so keys compare
-//!   byte for byte (the default collation would make `A` and `a` one key);
+//! - column types map to MySQL's: the key becomes `VARBINARY(1020)` (room
+//!   for 255 characters of UTF-8, compared byte for byte: the `_bin`
+//!   collations of MariaDB and MySQL 5.7 ignore trailing spaces, which would
+//!   make `k` and `k ` one key), the status and the owner token `VARCHAR`,
+//!   the bodies `LONGTEXT` and `LONGBLOB` (MySQL's `TEXT` holds 64 KiB);
+//! - a table is created `ENGINE=InnoDB` with `utf8mb4_bin` (the default
+//!   collation compares case-insensitively);
 //! - MySQL commits each DDL statement by itself, so a new database gets the
 //!   latest table in one `CREATE TABLE IF NOT EXISTS` with every column and
 //!   index folded in ([`mysql_create_latest`]): a migration cut short is run
@@ -22,7 +24,7 @@
 //! use intentkey::claim::ddl;
 //! let create = ddl::mysql_create_latest(None)?;
 //! assert!(create.starts_with("CREATE TABLE IF NOT EXISTS `intentkey_records` ("));
-//! assert!(create.contains("VARCHAR(255) PRIMARY KEY"));
+//! assert!(create.contains("VARBINARY(1020) PRIMARY KEY"));
 //! assert!(create.contains("`response_body_bytes` LONGBLOB"));
 //! assert!(create.ends_with("ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"));
 //! # Ok::<(), intentkey::Error>(())
@@ -35,7 +37,8 @@ use crate::{Error, ErrorCode};
 /// The table options of every table MySQL creates.
 pub const MYSQL_TABLE_OPTIONS: &str = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin";
 
-/// The longest key a MySQL store holds (`VARCHAR(255)`): the core's keys
+/// The longest key a MySQL store holds, in characters (`VARBINARY(1020)`:
+/// 255 characters of UTF-8 at most 4 bytes each): the core's keys
 /// are 64 hex digits at most, and HTTP storage keys are digests too.
 pub const MYSQL_KEY_CHARS: usize = 255;
 
@@ -50,7 +53,9 @@ fn unsupported(what: String) -> Error {
 /// A column's MySQL type: by column where it matters, else by its type.
 fn mysql_type(column: &str, ty: &str) -> crate::Result<String> {
     let by_column = match column {
-        "key" => Some("VARCHAR(255)"),
+        // Binary: compared byte for byte. `utf8mb4_bin` pads with spaces
+        // (MariaDB, MySQL 5.7), so `k` and `k ` would be one key.
+        "key" => Some("VARBINARY(1020)"),
         "status" => Some("VARCHAR(32)"),
         "owner_token" => Some("VARCHAR(64)"),
         "response_body" | "response_headers" => Some("LONGTEXT"),

@@ -690,9 +690,15 @@ impl Columns<'_> {
         self.values.get(i).unwrap_or(&Value::Null)
     }
 
+    /// Text, also as the UTF-8 bytes of a binary string column (MySQL's
+    /// key is `VARBINARY`, compared byte for byte: see `claim::ddl`).
     fn text(&self, i: usize) -> crate::Result<String> {
         match self.at(i) {
             Value::Text(s) => Ok(s.clone()),
+            Value::Bytes(b) => match std::str::from_utf8(b) {
+                Ok(s) => Ok(s.to_owned()),
+                Err(_) => Err(self.wrong(i, "UTF-8 text", &Value::Bytes(Vec::new()))),
+            },
             other => Err(self.wrong(i, "text", other)),
         }
     }
@@ -753,6 +759,7 @@ impl Columns<'_> {
 pub fn decode_row(row: &[Value]) -> crate::Result<Record> {
     let key = match row.first() {
         Some(Value::Text(k)) => k.clone(),
+        Some(Value::Bytes(k)) => String::from_utf8_lossy(k).into_owned(),
         _ => String::from("?"),
     };
     if row.len() != COLUMNS.len() {
@@ -1000,6 +1007,21 @@ mod tests {
         assert_eq!(decode_claim(&lost), Ok(Claimed::Lost));
         lost[0] = Value::Integer(1);
         assert_eq!(decode_claim(&lost), Ok(Claimed::Won));
+    }
+
+    #[test]
+    fn a_key_read_as_bytes_is_its_utf8_text() {
+        let r = record();
+        let mut row = row_of(&r);
+        row[0] = Value::Bytes(b"k".to_vec());
+        assert_eq!(decode_row(&row), Ok(r.clone()));
+        row[0] = Value::Bytes(vec![0xff]);
+        let e = decode_row(&row).unwrap_err();
+        assert!(
+            e.message().contains("key is bytes, not UTF-8 text"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!
 //! The order of the operations is the core's (`intentkey::claim::flow`): a
 //! store never sequences claims itself. `PgStore` (features `tokio` and
-//! `postgres`) talks to PostgreSQL without blocking the runtime; [`Inline`]
+//! `postgres`) talks to PostgreSQL without blocking the runtime, and
+//! `AsyncMysqlStore` (features `tokio` and `mysql`) to MySQL or MariaDB; [`Inline`]
 //! runs a store whose operations never block (the memory store, [`memory`]);
 //! [`Blocking`] runs a synchronous one (SQLite) on tokio's blocking threads.
 //!
@@ -32,6 +33,8 @@
 //! ```
 
 mod guard;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod pg;
 mod recovery;
@@ -47,6 +50,8 @@ use intentkey::claim::{
 };
 
 pub use self::guard::AsyncGuard;
+#[cfg(feature = "mysql")]
+pub use self::mysql::AsyncMysqlStore;
 #[cfg(feature = "postgres")]
 pub use self::pg::PgStore;
 pub use self::recovery::{Recoverer, RecoveryReport, Reexecute};

@@ -1,4 +1,4 @@
-"""Stores in SQLite, PostgreSQL and Redis: executors of the core's schema.
+"""Stores in SQLite, PostgreSQL, MySQL/MariaDB and Redis: executors of the core's schema.
 
 Each store runs the statements and scripts of the component's ``schema``
 export (:mod:`intentkey.schema`) against the tables and key layout every
@@ -10,6 +10,7 @@ statements and hand the rows back to the core to decode.
 * :class:`SQLiteStore` (stdlib ``sqlite3``): sync.
 * :class:`PostgresStore` (psycopg 3 and ``psycopg_pool``): sync;
   :class:`AsyncPostgresStore`: ``asyncio``.
+* :class:`MySQLStore` (PyMySQL, MySQL 8 or MariaDB): sync.
 * :class:`RedisStore` (redis-py): sync; :class:`AsyncRedisStore`
   (``redis.asyncio``).
 
@@ -18,8 +19,8 @@ A sync store goes to :class:`intentkey.Guard`, an async one to
 :class:`intentkey.StoreError`: ``unavailable`` when the store could not be
 reached or was busy (retryable; nothing was decided), ``failed`` when it
 refused the operation or holds data intentkey did not write. The drivers
-are optional dependencies (``intentkey[postgres]``, ``intentkey[redis]``),
-imported only when their store is used.
+are optional dependencies (``intentkey[postgres]``, ``intentkey[mysql]``,
+``intentkey[redis]``), imported only when their store is used.
 """
 
 from __future__ import annotations
@@ -27,16 +28,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .mysql import MySQLStore
     from .postgres import AsyncPostgresStore, PostgresStore
     from .redis import AsyncRedisStore, RedisStore
     from .sqlite import SQLiteStore
 
-__all__ = ["AsyncPostgresStore", "AsyncRedisStore", "PostgresStore", "RedisStore", "SQLiteStore"]
+__all__ = ["AsyncPostgresStore", "AsyncRedisStore", "MySQLStore", "PostgresStore", "RedisStore", "SQLiteStore"]
 
 _WHERE = {
     "SQLiteStore": "sqlite",
     "PostgresStore": "postgres",
     "AsyncPostgresStore": "postgres",
+    "MySQLStore": "mysql",
     "RedisStore": "redis",
     "AsyncRedisStore": "redis",
 }

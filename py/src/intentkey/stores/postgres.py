@@ -35,6 +35,8 @@ from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
+from ._sql import check_schema as _check_schema
+from ._sql import first_int as _first_int
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
 
@@ -56,19 +58,6 @@ def _failure(e: BaseException) -> StoreError:
         return StoreError("unavailable" if unavailable else "failed", f"postgres: {state}: {message}")
     unavailable = isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError, OSError))
     return StoreError("unavailable" if unavailable else "failed", f"postgres: {message}")
-
-
-def _first_int(row: Optional[Sequence[Any]]) -> Optional[int]:
-    """The first column of a query's first row, as the migration flow reads it."""
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def _check_schema(schema: Optional[str]) -> Optional[str]:
-    if schema is None:
-        return None
-    if not isinstance(schema, str) or schema == "" or "\x00" in schema:
-        raise IntentkeyError("invalid-argument", "schema", "schema must be a non-empty string")
-    return schema
 
 
 def _check_timeout(timeout: float) -> float:

@@ -31,6 +31,7 @@ from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
+from ._sql import first_int
 
 __all__ = ["SQLiteStore"]
 
@@ -102,7 +103,7 @@ class SQLiteStore:
                 step = flow.start()
                 while isinstance(step, sch.SqlCall):
                     row = db.execute(step.text, step.params).fetchone()
-                    step = flow.resume(None if not step.query or row is None or row[0] is None else int(row[0]))
+                    step = flow.resume(first_int(row) if step.query else None)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
