@@ -4,7 +4,8 @@
 // the options, the plain INSERT whose duplicate key is "not inserted", keys of
 // at most 255 characters, connection failures, the HTTP adapters, and the
 // races: 16 contenders on 16 pools × 1000 keys, and 16 recoverers on 16 pools
-// over stale records. Every test has its own database and drops it.
+// over stale records, and kill trials (an owner killed between its effect and
+// its completion, then recovery). Every test has its own database and drops it.
 // Unreachable server: fails with CI=true, skipped (with a SKIPPED: line) otherwise.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -32,6 +33,7 @@ import {
   strand,
 } from './support/race.js';
 import { serve } from './support/http.js';
+import { lineChild } from './support/line-child.js';
 import { BINARY, SECRET, T, answer, httpClient, newState } from './support/adapter-suite.js';
 
 const { skip } = await mysqlAvailability('mysql.test.js');
@@ -625,6 +627,121 @@ describe(`recovery race on MySQL: ${CONTENDERS} recoverers on ${CONTENDERS} pool
       } finally {
         await Promise.all(pools.map((p) => p.end()));
       }
+    });
+  });
+});
+
+const faultScript = fileURLToPath(new URL('./support/mysql-fault-child.js', import.meta.url));
+const TRIALS = Number(process.env.IK_MYSQL_KILL_TRIALS ?? 60);
+const claimOf = (key) => ({ key, fingerprint: 'fp', tenantId: 't1', actionType: 'pix.send' });
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs fn with a fresh database holding ik_effects, a pool on it whose
+ * connections are remembered (`ours`), and `killed(c)`: SIGKILLs the child `c`
+ * and waits until the server has dropped its connections too. A statement the
+ * child sent before it died may still run on the server after the process is
+ * gone (a completion, an effect's INSERT); only then is what the tables hold final.
+ */
+async function withKillRig(fn) {
+  await withDatabase(async ({ db, pool }) => {
+    const ours = new Set();
+    pool.on('connection', (c) => ours.add(Number(c.threadId)));
+    await pool.query(
+      'CREATE TABLE ik_effects (id INTEGER AUTO_INCREMENT PRIMARY KEY, `key` VARCHAR(255) NOT NULL, who VARCHAR(32) NOT NULL) ENGINE=InnoDB',
+    );
+    const admin = await adminConnection();
+    const killed = async (c) => {
+      c.child.kill('SIGKILL');
+      await c.exited;
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const [list] = await admin.query('SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ?', [db.name]);
+        if (list.every((r) => ours.has(Number(r.ID)))) return;
+        assert.ok(Date.now() < deadline, `the killed child's connections are still open: ${JSON.stringify(list)}`);
+        await sleep(2);
+      }
+    };
+    const effects = async (key) => (await rows(pool, 'SELECT count(*) AS n FROM ik_effects WHERE `key` = ?', [key]))[0].n;
+    try {
+      return await fn({ db, pool, killed, effects });
+    } finally {
+      await admin.end();
+    }
+  });
+}
+
+describe(`kill trials on MySQL: ${TRIALS} owners killed at random moments, then recovery`, { skip }, () => {
+  test('an owner killed between its effect and its completion: the record stays in flight (409), recovery settles it, never a second effect', async (t) => {
+    await withKillRig(async ({ db, pool, killed, effects }) => {
+      const store = await mysqlStore({ pool });
+      const effect = (who) => async (k) => {
+        await pool.execute('INSERT INTO ik_effects (`key`, who) VALUES (?, ?)', [k, who]);
+        return jsonResponse(201, {});
+      };
+      let midEffect = 0;
+      let finished = 0;
+      let beforeEffect = 0;
+      let recovered = 0;
+      const started = Date.now();
+      for (let trial = 0; trial < TRIALS; trial++) {
+        const key = `fault-${String(trial).padStart(3, '0')}`;
+        const c = lineChild(faultScript, [db.url, key, String(Math.floor(Math.random() * 30))], key);
+        // Odd trials: wait until the effect is seen, then a random moment; even
+        // trials: a random moment after the spawn (before, during or after it).
+        if (trial % 2 === 1) {
+          const deadline = Date.now() + 20_000;
+          let exited = false;
+          c.exited.then(() => (exited = true));
+          while ((await effects(key)) === 0 && Date.now() < deadline && !exited) await sleep(1);
+          await sleep(Math.floor(Math.random() * 5));
+        } else {
+          await sleep(Math.floor(Math.random() * 400));
+        }
+        await killed(c);
+        const record = await store.get(key);
+        const ran = await effects(key);
+        if (record?.status === 'in-flight' && ran === 1) midEffect++;
+        else if (record?.status === 'done' && ran === 1) finished++;
+        else beforeEffect++;
+        // A redelivery never reruns an in-flight effect.
+        const again = await createGuard({ store, now: () => 1_700_000_100 })
+          .run(claimOf(key), effect('redelivery'))
+          .catch((e) => e);
+        if (record?.status === 'in-flight') assert.equal(again.response?.status, 409, `${key}: an in-flight record is never released`);
+        // Recovery asks the destination (read-your-writes: the effects table).
+        const recoverer = createGuard({ store, now: () => 1_700_001_000, staleAfterSeconds: 300 });
+        const r = await recoverer.recover({
+          key,
+          lookup: async (k) => ((await effects(k)) > 0 ? { found: jsonResponse(201, {}) } : 'absent'),
+          readYourWrites: true,
+          effect: effect('recovery'),
+        });
+        if (r.outcome === 'applied') recovered++;
+        assert.equal(await effects(key), 1, `${key}: exactly one effect`);
+        assert.equal((await store.get(key))?.status, 'done', `${key}: settled`);
+      }
+      assert.equal((await rows(pool, 'SELECT count(*) AS n FROM ik_effects'))[0].n, TRIALS);
+      t.diagnostic(
+        `${TRIALS} kill trials: killed between effect and completion ${midEffect}, before the effect ${beforeEffect}, ` +
+          `finished ${finished}; recoveries applied ${recovered}; duplicate effects 0; ${((Date.now() - started) / 1000).toFixed(1)} s`,
+      );
+      assert.ok(midEffect >= TRIALS / 6, `too few kills landed between effect and completion (${midEffect})`);
+    });
+  });
+
+  test('the negative control: the same kill on a plain "check a row, then act" processor (no intentkey) makes a second effect', async () => {
+    await withKillRig(async ({ db, pool, killed, effects }) => {
+      await pool.query('CREATE TABLE ik_done (`key` VARCHAR(255) PRIMARY KEY) ENGINE=InnoDB');
+      const c = lineChild(faultScript, [db.url, 'naive', '5000', 'naive'], 'naive');
+      while ((await effects('naive')) === 0) await sleep(1);
+      await killed(c);
+      // The redelivery, processed the same plain way: no done row, so it acts again.
+      if ((await rows(pool, 'SELECT 1 FROM ik_done WHERE `key` = ?', ['naive'])).length === 0) {
+        await pool.execute("INSERT INTO ik_effects (`key`, who) VALUES ('naive', 'redelivery')");
+        await pool.execute("INSERT INTO ik_done (`key`) VALUES ('naive')");
+      }
+      assert.equal(await effects('naive'), 2, 'without intentkey the effect ran twice');
     });
   });
 });
