@@ -275,6 +275,44 @@ pub fn run_flow<F: Flow>(
     drive(flow, &mut Driven(store), &mut ask).map_err(StoreError::from)
 }
 
+/// Runs the core's migration flow of `dialect` to its end: `io` performs
+/// each operation it names (a statement, or a query answered with the first
+/// column of its first row). The flow's own stops (a database at a newer
+/// schema: `store-failed`; a migration lock not had in time:
+/// `store-unavailable`) are reported as `store`'s errors. Every SQL store
+/// migrates through this one loop; what surrounds it (SQLite's and
+/// PostgreSQL's transaction, MySQL's connection of its own) is the store's.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub(crate) fn migrate<E: From<StoreError>>(
+    dialect: intentkey::claim::sql::Dialect,
+    store: &str,
+    mut io: impl FnMut(
+        intentkey::claim::migrate::MigrationOp,
+    ) -> Result<intentkey::claim::migrate::MigrationResult, E>,
+) -> Result<(), E> {
+    use intentkey::claim::migrate::{MigrationFlow, MigrationStep};
+    let stopped = |e: intentkey::Error| {
+        let message = format!("{store}: {}", e.message());
+        E::from(if e.code() == ErrorCode::StoreUnavailable {
+            StoreError::retryable(message)
+        } else {
+            StoreError::fatal(message)
+        })
+    };
+    let mut flow = MigrationFlow::new(dialect, None).map_err(stopped)?;
+    let mut step = flow.start();
+    loop {
+        let op = match step {
+            MigrationStep::Done(_) => return Ok(()),
+            MigrationStep::Io(op) => op,
+        };
+        let result = io(op)?;
+        step = flow
+            .resume(result)
+            .map_err(|e| stopped(intentkey::Error::from(e)))?;
+    }
+}
+
 /// Opens a store by URL: `memory:`, `sqlite:PATH`, `postgres://…`,
 /// `mysql://user[:password]@host:port/database` or
 /// `redis://[user:password@]host:port[/db][?prefix=P]` (every key the Redis

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use intentkey::claim::ddl::MYSQL_KEY_CHARS;
-use intentkey::claim::migrate::{MigrationFlow, MigrationOp, MigrationResult, MigrationStep};
+use intentkey::claim::migrate::{MigrationOp, MigrationResult};
 use intentkey::claim::sql::{self, Dialect, Kind, Statements, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use mysql::consts::{CapabilityFlags, ColumnType};
@@ -259,29 +259,18 @@ impl From<mysql::Error> for Failure {
 
 /// The core's migration flow, with autocommit (MySQL commits DDL by itself).
 fn migrate(conn: &mut Conn) -> Result<(), Failure> {
-    let flow_error = |e: intentkey::Error| {
-        let message = format!("mysql: {}", e.message());
-        Failure::Store(if e.code() == intentkey::ErrorCode::StoreUnavailable {
-            StoreError::retryable(message)
-        } else {
-            StoreError::fatal(message)
-        })
-    };
-    let mut flow = MigrationFlow::new(Dialect::Mysql, None).map_err(flow_error)?;
-    let mut step = flow.start();
-    loop {
-        let result = match step {
-            MigrationStep::Done(_) => return Ok(()),
-            MigrationStep::Io(MigrationOp::Execute(call)) if call.params.is_empty() => {
+    crate::migrate(Dialect::Mysql, "mysql", |op| -> Result<_, Failure> {
+        Ok(match op {
+            MigrationOp::Execute(call) if call.params.is_empty() => {
                 conn.query_drop(&call.text)?;
                 MigrationResult::Executed
             }
-            MigrationStep::Io(MigrationOp::Execute(call)) => {
+            MigrationOp::Execute(call) => {
                 let values: Vec<mysql::Value> = call.params.into_iter().map(param).collect();
                 conn.exec_drop(&call.text, values)?;
                 MigrationResult::Executed
             }
-            MigrationStep::Io(MigrationOp::Query(call)) => {
+            MigrationOp::Query(call) => {
                 let values: Vec<mysql::Value> = call.params.into_iter().map(param).collect();
                 let row: Option<Row> = conn.exec_first(&call.text, values)?;
                 let value = match row {
@@ -293,10 +282,13 @@ fn migrate(conn: &mut Conn) -> Result<(), Failure> {
                     _ => None,
                 })
             }
-        };
-        step = flow
-            .resume(result)
-            .map_err(|e| flow_error(intentkey::Error::from(e)))?;
+        })
+    })
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Store(e)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use intentkey::claim::migrate::{MigrationFlow, MigrationOp, MigrationResult, MigrationStep};
+use intentkey::claim::migrate::{MigrationOp, MigrationResult};
 use intentkey::claim::sql::{self, Dialect, Kind, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use postgres::{Client, NoTls, Statement};
@@ -81,11 +81,6 @@ fn lock(slot: &Mutex<Option<Connection>>) -> MutexGuard<'_, Option<Connection>> 
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A migration the flow stopped (a database at a newer schema): fatal.
-fn migration_error(e: &intentkey::Error) -> Failure {
-    Failure::Store(StoreError::fatal(format!("postgres: {}", e.message())))
-}
-
 impl PostgresStore {
     /// Connects and applies every missing migration of the one schema (in one
     /// transaction under the shared advisory lock).
@@ -103,23 +98,19 @@ impl PostgresStore {
             // The core's migration flow names each statement; this runs them
             // in one transaction.
             let mut tx = client.client.transaction()?;
-            let mut flow =
-                MigrationFlow::new(Dialect::Postgres, None).map_err(|e| migration_error(&e))?;
-            let mut step = flow.start();
-            loop {
-                let result = match step {
-                    MigrationStep::Done(_) => break,
-                    MigrationStep::Io(MigrationOp::Execute(call)) if call.params.is_empty() => {
+            crate::migrate(Dialect::Postgres, "postgres", |op| -> Result<_, Failure> {
+                Ok(match op {
+                    MigrationOp::Execute(call) if call.params.is_empty() => {
                         tx.batch_execute(&call.text)?;
                         MigrationResult::Executed
                     }
-                    MigrationStep::Io(MigrationOp::Execute(call)) => {
+                    MigrationOp::Execute(call) => {
                         let statement = tx.prepare(&call.text)?;
                         let params = bind(call.params, statement.params())?;
                         tx.execute(&statement, &refs(&params))?;
                         MigrationResult::Executed
                     }
-                    MigrationStep::Io(MigrationOp::Query(call)) => {
+                    MigrationOp::Query(call) => {
                         let row = tx.query_opt(&call.text, &[])?;
                         let value = match row {
                             Some(row) => super::pg_sql::row_values(&row)?.into_iter().next(),
@@ -130,11 +121,8 @@ impl PostgresStore {
                             _ => None,
                         })
                     }
-                };
-                step = flow
-                    .resume(result)
-                    .map_err(|e| migration_error(&intentkey::Error::from(e)))?;
-            }
+                })
+            })?;
             tx.commit()?;
             Ok(())
         })?;

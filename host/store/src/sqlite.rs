@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use intentkey::claim::migrate::{MigrationFlow, MigrationOp, MigrationResult, MigrationStep};
+use intentkey::claim::migrate::{MigrationOp, MigrationResult};
 use intentkey::claim::sql::{self, Dialect, Kind, Statements, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use rusqlite::{Connection, OptionalExtension};
@@ -134,17 +134,13 @@ impl SqliteStore {
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(err)?;
-        let stopped = |e: intentkey::Error| StoreError::fatal(format!("sqlite: {}", e.message()));
-        let mut flow = MigrationFlow::new(Dialect::Sqlite, None).map_err(stopped)?;
-        let mut step = flow.start();
-        loop {
-            let result = match step {
-                MigrationStep::Done(_) => break,
-                MigrationStep::Io(MigrationOp::Execute(call)) => {
+        crate::migrate(Dialect::Sqlite, "sqlite", |op| -> Result<_, StoreError> {
+            Ok(match op {
+                MigrationOp::Execute(call) => {
                     execute(&tx, &call.text, &call.params)?;
                     MigrationResult::Executed
                 }
-                MigrationStep::Io(MigrationOp::Query(call)) => {
+                MigrationOp::Query(call) => {
                     let value: Option<i64> = tx
                         .query_row(&call.text, [], |r| r.get(0))
                         .optional()
@@ -152,11 +148,8 @@ impl SqliteStore {
                         .flatten();
                     MigrationResult::Queried(value)
                 }
-            };
-            step = flow
-                .resume(result)
-                .map_err(|e| stopped(intentkey::Error::from(e)))?;
-        }
+            })
+        })?;
         tx.commit().map_err(err)
     }
 }
