@@ -25,7 +25,8 @@ from intentkey import schema
 from intentkey.aio import AsyncGuard
 from intentkey.stores import MySQLStore
 from intentkey.stores.mysql import _pyformat
-from support.servers import mysql_connect, mysql_database, mysql_database_url, mysql_url
+from support.servers import mysql_connect, mysql_database, mysql_database_url, mysql_query, mysql_url
+from support.stores import assert_get_fails, assert_unavailable, mysql_store, mysql_stores, run_threads
 from test_stores import RESPONSE, T, Awaitable, attempt, claim_and_finish, key, record
 
 # -- the statements (no server) -----------------------------------------------------------------
@@ -139,12 +140,7 @@ def test_a_key_of_256_characters_is_refused_naming_key() -> None:
 def test_an_unreachable_server_is_unavailable() -> None:
     store = MySQLStore("mysql://root@127.0.0.1:1/test", connect_timeout=1)
     try:
-        with pytest.raises(ik.StoreError) as e:
-            store.get("x")
-        assert e.value.kind == "unavailable" and e.value.message.startswith("mysql: 2003")
-        with pytest.raises(ik.IntentkeyError) as ie:
-            ik.Guard(store).claim(attempt("k"), now=T)
-        assert ie.value.code == "store-unavailable"
+        assert assert_unavailable(store, attempt("k"), T).message.startswith("mysql: 2003")
     finally:
         store.close()
 
@@ -153,14 +149,7 @@ def test_an_unreachable_server_is_unavailable() -> None:
 
 
 def _count(database: str, sql: str) -> int:
-    conn = mysql_connect(database)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            row = cur.fetchone()
-            return int(row[0])
-    finally:
-        conn.close()
+    return int(mysql_query(database, sql)[0][0])
 
 
 @pytest.mark.timeout(120)
@@ -216,8 +205,7 @@ def test_a_connection_factory_is_used_and_checked() -> None:
 
 @pytest.mark.timeout(120)
 def test_a_duplicate_key_is_never_raised_and_other_errors_stay_errors() -> None:
-    url = mysql_url()
-    with mysql_database() as name, MySQLStore(url, schema=name) as store:
+    with mysql_store() as (name, store):
         k = key("dup")
         assert store.insert(record(k)) is True
         for token in ("b" * 32, "a" * 32):
@@ -228,14 +216,9 @@ def test_a_duplicate_key_is_never_raised_and_other_errors_stay_errors() -> None:
         a = attempt(k, "fp")
         assert g.claim(a, now=T + 1).state is ik.ClaimState.IN_FLIGHT
         # Another integrity error (a trigger signals 1452, a foreign key) stays an error.
-        conn = mysql_connect(name)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("CREATE TRIGGER ik_boom BEFORE INSERT ON intentkey_records FOR EACH ROW "
-                            "IF NEW.fingerprint = 'boom' THEN "
-                            "SIGNAL SQLSTATE '23000' SET MYSQL_ERRNO = 1452, MESSAGE_TEXT = 'boom'; END IF")
-        finally:
-            conn.close()
+        mysql_query(name, "CREATE TRIGGER ik_boom BEFORE INSERT ON intentkey_records FOR EACH ROW "
+                          "IF NEW.fingerprint = 'boom' THEN "
+                          "SIGNAL SQLSTATE '23000' SET MYSQL_ERRNO = 1452, MESSAGE_TEXT = 'boom'; END IF")
         boom = ik.StoredRecord(key("boom"), "boom", "t", "a", ik.Status.IN_FLIGHT, "a" * 32, None, T, None, 0, None)
         with pytest.raises(ik.StoreError) as e:
             store.insert(boom)
@@ -249,8 +232,7 @@ def test_a_duplicate_key_is_never_raised_and_other_errors_stay_errors() -> None:
 
 @pytest.mark.timeout(120)
 def test_a_key_of_255_characters_is_held_and_256_refused_through_the_guard() -> None:
-    url = mysql_url()
-    with mysql_database() as name, MySQLStore(url, schema=name) as store:
+    with mysql_store() as (_, store):
         longest = "é" * 255  # characters, not bytes
         assert store.insert(record(longest)) is True and store.get(longest) == record(longest)
         g = ik.Guard(store)
@@ -266,8 +248,7 @@ def test_a_key_of_255_characters_is_held_and_256_refused_through_the_guard() -> 
 def test_keys_compare_byte_for_byte() -> None:
     # The key column is binary: case, accents and trailing spaces make other
     # keys (the _bin collations would ignore trailing spaces).
-    url = mysql_url()
-    with mysql_database() as name, MySQLStore(url, schema=name) as store:
+    with mysql_store() as (_, store):
         keys = ["dup", "Dup", "düp", "dup ", "dup  "]
         for k in keys:
             assert store.insert(record(k)) is True, repr(k)
@@ -279,8 +260,7 @@ def test_keys_compare_byte_for_byte() -> None:
 @pytest.mark.timeout(120)
 def test_updates_count_matched_rows() -> None:
     # CLIENT_FOUND_ROWS: a fenced write whose values equal the stored ones still matched its row.
-    url = mysql_url()
-    with mysql_database() as name, MySQLStore(url, schema=name) as store:
+    with mysql_store() as (_, store):
         k = key("same")
         assert store.insert(record(k)) is True
         assert store.replace(ik.Replacement("a" * 32, 0, record(k))) is True
@@ -290,92 +270,56 @@ def test_updates_count_matched_rows() -> None:
 @pytest.mark.timeout(300)
 def test_16_threads_racing_for_1000_keys_have_one_owner_per_key() -> None:
     n_threads, n_keys = 16, 1000
-    url = mysql_url()
-    with mysql_database() as name:
-        stores = [MySQLStore(url, schema=name) for _ in range(n_threads)]  # a store (connection) per thread
-        try:
-            stores[0].migrate()
-            keys = [f"race-{i:04d}" for i in range(n_keys)]
-            won: Dict[int, List[str]] = {t: [] for t in range(n_threads)}
-            errors: List[BaseException] = []
-            barrier = threading.Barrier(n_threads)
+    with mysql_stores(n_threads) as (name, stores):  # a store (connection) per thread
+        stores[0].migrate()
+        keys = [f"race-{i:04d}" for i in range(n_keys)]
+        won: Dict[int, List[str]] = {t: [] for t in range(n_threads)}
+        barrier = threading.Barrier(n_threads)
 
-            def race(t: int) -> None:
-                try:
-                    order = list(keys)
-                    random.Random(t).shuffle(order)
-                    token = f"{t:032x}"
-                    barrier.wait()
-                    for k in order:
-                        if stores[t].insert(record(k, token)):
-                            won[t].append(k)
-                except BaseException as e:  # pragma: no cover - reported below
-                    errors.append(e)
+        def race(t: int) -> None:
+            order = list(keys)
+            random.Random(t).shuffle(order)
+            token = f"{t:032x}"
+            barrier.wait()
+            for k in order:
+                if stores[t].insert(record(k, token)):
+                    won[t].append(k)
 
-            threads = [threading.Thread(target=race, args=(t,)) for t in range(n_threads)]
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            assert errors == []
-            owners: Dict[str, int] = {}
-            for t, ks in won.items():
-                for k in ks:
-                    assert k not in owners, f"{k} owned by threads {owners[k]} and {t}"
-                    owners[k] = t
-            assert sorted(owners) == keys  # exactly one owner per key
-            assert _count(name, "SELECT COUNT(*) FROM intentkey_records") == n_keys
-            conn = mysql_connect(name)
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("SELECT CAST(`key` AS CHAR), owner_token FROM intentkey_records")
-                    stored = dict(cur.fetchall())
-            finally:
-                conn.close()
-            assert stored == {k: f"{t:032x}" for k, t in owners.items()}  # the owner's record, untouched
-            assert len({t for t in owners.values()}) > 1  # the race was real: several threads won keys
-        finally:
-            for s in stores:
-                s.close()
+        assert run_threads(race, range(n_threads)) == []
+        owners: Dict[str, int] = {}
+        for t, ks in won.items():
+            for k in ks:
+                assert k not in owners, f"{k} owned by threads {owners[k]} and {t}"
+                owners[k] = t
+        assert sorted(owners) == keys  # exactly one owner per key
+        assert _count(name, "SELECT COUNT(*) FROM intentkey_records") == n_keys
+        stored = dict(mysql_query(name, "SELECT CAST(`key` AS CHAR), owner_token FROM intentkey_records"))
+        assert stored == {k: f"{t:032x}" for k, t in owners.items()}  # the owner's record, untouched
+        assert len({t for t in owners.values()}) > 1  # the race was real: several threads won keys
 
 
 @pytest.mark.timeout(120)
 def test_16_threads_recovering_one_stale_record_re_execute_it_once() -> None:
     n = 16
-    url = mysql_url()
-    with mysql_database() as name:
-        stores = [MySQLStore(url, schema=name) for _ in range(n)]
-        try:
-            a = attempt(key("stale"))
-            first = ik.Guard(stores[0], stale_after_seconds=60).claim(a, now=T)
-            assert first.state is ik.ClaimState.OWNED  # ...and its owner died: the record stays in flight
-            barrier = threading.Barrier(n)
-            results: List[ik.Recovery] = []
-            errors: List[BaseException] = []
+    with mysql_stores(n) as (_, stores):
+        a = attempt(key("stale"))
+        first = ik.Guard(stores[0], stale_after_seconds=60).claim(a, now=T)
+        assert first.state is ik.ClaimState.OWNED  # ...and its owner died: the record stays in flight
+        barrier = threading.Barrier(n)
+        results: List[ik.Recovery] = []
 
-            def recover(s: MySQLStore) -> None:
-                try:
-                    g = ik.Guard(s, stale_after_seconds=60)
-                    barrier.wait()
-                    results.append(g.recover(a.key, lambda k: ik.Absent(), read_your_writes=True, now=T + 61))
-                except BaseException as e:  # pragma: no cover
-                    errors.append(e)
+        def recover(s: MySQLStore) -> None:
+            g = ik.Guard(s, stale_after_seconds=60)
+            barrier.wait()
+            results.append(g.recover(a.key, lambda k: ik.Absent(), read_your_writes=True, now=T + 61))
 
-            threads = [threading.Thread(target=recover, args=(s,)) for s in stores]
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            assert errors == [] and len(results) == n
-            again = [r for r in results if r.state is ik.RecoveryState.APPLIED and r.action is not None
-                     and r.action.kind == "re-execute"]
-            assert len(again) == 1
-            assert all(r.state in (ik.RecoveryState.NOT_DUE, ik.RecoveryState.LOST) for r in results if r not in again)
-            current = stores[1].get(a.key)
-            assert current is not None and current.owner_token == again[0].owner_token
-        finally:
-            for s in stores:
-                s.close()
+        assert run_threads(recover, stores) == [] and len(results) == n
+        again = [r for r in results if r.state is ik.RecoveryState.APPLIED and r.action is not None
+                 and r.action.kind == "re-execute"]
+        assert len(again) == 1
+        assert all(r.state in (ik.RecoveryState.NOT_DUE, ik.RecoveryState.LOST) for r in results if r not in again)
+        current = stores[1].get(a.key)
+        assert current is not None and current.owner_token == again[0].owner_token
 
 
 class _Offloaded:
@@ -399,60 +343,43 @@ def test_16_concurrent_recoverers_of_one_stale_record_re_execute_it_once() -> No
     # Every recoverer has read the stale record and asked the destination
     # before any writes: their fenced replaces race in the database.
     n = 16
-    url = mysql_url()
-    with mysql_database() as name:
-        stores = [MySQLStore(url, schema=name) for _ in range(n)]
-        try:
-            a = attempt(key("stale"))
-            assert ik.Guard(stores[0]).claim(a, now=T).state is ik.ClaimState.OWNED
+    with mysql_stores(n) as (_, stores):
+        a = attempt(key("stale"))
+        assert ik.Guard(stores[0]).claim(a, now=T).state is ik.ClaimState.OWNED
 
-            async def main() -> List[ik.Recovery]:
-                asked = asyncio.Barrier(n)
+        async def main() -> List[ik.Recovery]:
+            asked = asyncio.Barrier(n)
 
-                async def lookup(k: str) -> ik.Lookup:
-                    await asked.wait()
-                    return ik.Absent()
+            async def lookup(k: str) -> ik.Lookup:
+                await asked.wait()
+                return ik.Absent()
 
-                guards = [AsyncGuard(_Offloaded(s), stale_after_seconds=60) for s in stores]
-                return list(await asyncio.gather(*(
-                    g.recover(a.key, lookup, read_your_writes=True, now=T + 61) for g in guards)))
+            guards = [AsyncGuard(_Offloaded(s), stale_after_seconds=60) for s in stores]
+            return list(await asyncio.gather(*(
+                g.recover(a.key, lookup, read_your_writes=True, now=T + 61) for g in guards)))
 
-            results = asyncio.run(main())
-            states = sorted(r.state.value for r in results)
-            assert states == ["applied"] + ["lost"] * (n - 1)
-            winner = next(r for r in results if r.state is ik.RecoveryState.APPLIED)
-            assert winner.action is not None and winner.action.kind == "re-execute"
-            current = stores[0].get(a.key)
-            assert current is not None and current.owner_token == winner.owner_token
-            g = ik.Guard(stores[2])
-            assert g.finish(a.key, winner.owner_token, ik.Answered(RESPONSE), now=T + 62) is ik.Finished.STORED
-            assert g.claim(a, now=T + 63).response == RESPONSE
-        finally:
-            for s in stores:
-                s.close()
+        results = asyncio.run(main())
+        states = sorted(r.state.value for r in results)
+        assert states == ["applied"] + ["lost"] * (n - 1)
+        winner = next(r for r in results if r.state is ik.RecoveryState.APPLIED)
+        assert winner.action is not None and winner.action.kind == "re-execute"
+        current = stores[0].get(a.key)
+        assert current is not None and current.owner_token == winner.owner_token
+        g = ik.Guard(stores[2])
+        assert g.finish(a.key, winner.owner_token, ik.Answered(RESPONSE), now=T + 62) is ik.Finished.STORED
+        assert g.claim(a, now=T + 63).response == RESPONSE
 
 
 @pytest.mark.timeout(120)
 def test_one_store_shared_by_threads() -> None:
-    url = mysql_url()
-    with mysql_database() as name, MySQLStore(url, schema=name, max_size=3) as store:
-        errors: List[BaseException] = []
-
+    with mysql_store(max_size=3) as (name, store):
         def work(t: int) -> None:
-            try:
-                for i in range(40):
-                    k = f"shared-{t}-{i}"
-                    assert store.insert(record(k)) is True
-                    assert store.get(k) == record(k)
-            except BaseException as e:  # pragma: no cover
-                errors.append(e)
+            for i in range(40):
+                k = f"shared-{t}-{i}"
+                assert store.insert(record(k)) is True
+                assert store.get(k) == record(k)
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        assert errors == []
+        assert run_threads(work, range(8)) == []
         assert _count(name, "SELECT COUNT(*) FROM intentkey_records") == 320
         assert len(store._idle) <= 3
 
@@ -461,13 +388,8 @@ def test_one_store_shared_by_threads() -> None:
 
 
 def _migrations(name: str) -> List[Tuple[int, int]]:
-    conn = mysql_connect(name)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT version, applied_at FROM intentkey_schema_migrations ORDER BY version")
-            return [(int(v), int(at)) for v, at in cur.fetchall()]
-    finally:
-        conn.close()
+    rows = mysql_query(name, "SELECT version, applied_at FROM intentkey_schema_migrations ORDER BY version")
+    return [(int(v), int(at)) for v, at in rows]
 
 
 @pytest.mark.timeout(120)
@@ -501,30 +423,15 @@ def test_a_second_store_applies_nothing(monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.mark.timeout(120)
 def test_stores_migrating_at_once_all_succeed() -> None:
     n = 4
-    url = mysql_url()
-    with mysql_database() as name:
-        stores = [MySQLStore(url, schema=name) for _ in range(n)]
+    with mysql_stores(n) as (name, stores):
         barrier = threading.Barrier(n)
-        errors: List[BaseException] = []
 
         def first_use(s: MySQLStore) -> None:
-            try:
-                barrier.wait()
-                s.migrate()
-                s.get("x")
-            except BaseException as e:  # pragma: no cover
-                errors.append(e)
+            barrier.wait()
+            s.migrate()
+            s.get("x")
 
-        threads = [threading.Thread(target=first_use, args=(s,)) for s in stores]
-        try:
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-        finally:
-            for s in stores:
-                s.close()
-        assert errors == []
+        assert run_threads(first_use, stores) == []
         assert [v for v, _ in _migrations(name)] == [m.version for m in schema.migrations()]
 
 
@@ -534,25 +441,8 @@ def test_a_newer_schema_is_refused_and_a_failed_migration_frees_the_lock() -> No
     lock = schema.migration_lock()
     with mysql_database() as name:
         MySQLStore(url, schema=name).migrate()
-        conn = mysql_connect(name)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("INSERT INTO intentkey_schema_migrations VALUES (%s, 0)", (schema.schema_version() + 1,))
-        finally:
-            conn.close()
-        newer = MySQLStore(url, schema=name)
-        try:
-            with pytest.raises(ik.StoreError) as e:
-                newer.get("x")
-            assert e.value.kind == "failed" and "upgrade intentkey" in e.value.message
-        finally:
-            newer.close()
+        mysql_query(name, "INSERT INTO intentkey_schema_migrations VALUES (%s, 0)", (schema.schema_version() + 1,))
+        assert_get_fails(MySQLStore(url, schema=name), "failed", "upgrade intentkey")
         # A database that does not exist: the flow fails after taking the lock; the lock is free again.
-        missing = MySQLStore(url, schema=f"{name}_missing")
-        try:
-            with pytest.raises(ik.StoreError) as e:
-                missing.get("x")
-            assert e.value.kind == "failed" and "1049" in e.value.message
-        finally:
-            missing.close()
+        assert_get_fails(MySQLStore(url, schema=f"{name}_missing"), "failed", "1049")
         assert _count(name, f"SELECT IS_FREE_LOCK(CONCAT('intentkey-migration-', {lock}))") == 1

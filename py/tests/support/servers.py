@@ -16,7 +16,7 @@ import getpass
 import os
 import uuid
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -137,6 +137,20 @@ def mysql_connect(database: Optional[str] = None, url: str = MYSQL_URL, **option
                            database=database or unquote(parts.path.lstrip("/")) or None, **arguments)
 
 
+def mysql_query(database: Optional[str], sql: str, args: Any = None) -> List[Tuple[Any, ...]]:
+    """Runs `sql` (with `args` for its ``%s``; none: `sql` is sent as it
+    is) on a connection of its own to the test server (``MYSQL_URL``), in
+    `database` (``None``: the URL's), closed afterwards: the rows it
+    returned."""
+    conn = mysql_connect(database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
 def mysql_url() -> str:
     """The URL of the test MariaDB/MySQL database (fails or skips when it cannot be reached)."""
     global _mysql_ok
@@ -145,12 +159,7 @@ def mysql_url() -> str:
     import pymysql
 
     try:
-        conn = mysql_connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT 1")
-        finally:
-            conn.close()
+        mysql_query(None, "SELECT 1")
     except (pymysql.err.MySQLError, OSError) as e:
         parts = urlsplit(MYSQL_URL)
         shown = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")) if parts.password else parts
@@ -170,18 +179,8 @@ def mysql_database() -> Iterator[str]:
     """A fresh database `ik_py_<random>`, dropped with everything in it afterwards."""
     mysql_url()
     name = f"ik_py_{uuid.uuid4().hex[:12]}"
-    conn = mysql_connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE `{name}`")
-    finally:
-        conn.close()
+    mysql_query(None, f"CREATE DATABASE `{name}`")
     try:
         yield name
     finally:
-        conn = mysql_connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        finally:
-            conn.close()
+        mysql_query(None, f"DROP DATABASE IF EXISTS `{name}`")

@@ -1,12 +1,18 @@
 """What the SQL stores (SQLite, PostgreSQL, MySQL) share, with no driver
-imported: the checks of their common options and the migration flow's
-reading of a query's answer."""
+imported: the checks of their common options, the migration flow's reading
+of a query's answer, and the record operations of a sync store
+(:class:`SqlStore`)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from abc import ABC, abstractmethod
+from typing import Any, List, Optional, Sequence, TypeVar
 
+from .. import schema as sch
 from ..errors import IntentkeyError
+from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord
+
+_Store = TypeVar("_Store", bound="SqlStore")
 
 
 def first_int(row: Optional[Sequence[Any]]) -> Optional[int]:
@@ -22,3 +28,61 @@ def check_schema(schema: Optional[str]) -> Optional[str]:
     if not isinstance(schema, str) or schema == "" or "\x00" in schema:
         raise IntentkeyError("invalid-argument", "schema", "schema must be a non-empty string")
     return schema
+
+
+class SqlStore(ABC):
+    """The store protocol of a sync SQL store, written once: each operation
+    is one of the core's statements, with the parameters the core makes
+    (:mod:`intentkey.schema`), run by the store's :meth:`_execute`; the rows
+    are decoded by the core. A store refines an operation by overriding it
+    (MySQL checks a key's length before the insert) or by naming another
+    statement for a completion (:meth:`_complete_statement`)."""
+
+    @abstractmethod
+    def _execute(self, name: str, params: Sequence[sch.SqlValue], rows: bool) -> Any:
+        """Runs the core's statement `name` with `params`: its rows (`rows`)
+        or how many rows it changed."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Frees what the store holds."""
+
+    def _complete_statement(self, completion: Completion) -> str:
+        """The statement that writes `completion` (``complete`` unless the store has another)."""
+        return "complete"
+
+    def _changed(self, name: str, params: Sequence[sch.SqlValue]) -> int:
+        return int(self._execute(name, params, False))
+
+    def _records(self, name: str, params: Sequence[sch.SqlValue]) -> List[StoredRecord]:
+        return [sch.sql_decode_row(row) for row in self._execute(name, params, True)]
+
+    def insert(self, record: StoredRecord) -> bool:
+        return self._changed("insert", sch.sql_insert_params(record)) == 1
+
+    def get(self, key: str) -> Optional[StoredRecord]:
+        found = self._records("get", sch.sql_get_params(key))
+        return found[0] if found else None
+
+    def complete(self, completion: Completion) -> bool:
+        return self._changed(self._complete_statement(completion), sch.sql_complete_params(completion)) == 1
+
+    def replace(self, replacement: Replacement) -> bool:
+        return self._changed("replace", sch.sql_replace_params(replacement)) == 1
+
+    def release(self, request: ReleaseRequest) -> bool:
+        return self._changed("release", sch.sql_release_params(request)) == 1
+
+    def list(self, status: Status, limit: int) -> List[StoredRecord]:
+        if limit <= 0:
+            return []
+        return self._records("list", sch.sql_list_params(status, limit))
+
+    def purge(self, now: int) -> int:
+        return self._changed("purge", sch.sql_purge_params(now))
+
+    def __enter__(self: _Store) -> _Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -45,8 +45,8 @@ from pymysql.constants import CLIENT
 from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
-from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
-from ._sql import check_schema, first_int
+from ..types import StoredRecord, StoreError
+from ._sql import SqlStore, check_schema, first_int
 
 __all__ = ["MySQLStore"]
 
@@ -206,7 +206,7 @@ def _url_params(url: str, schema: Optional[str], connect_timeout: float) -> Dict
     return params
 
 
-class MySQLStore:
+class MySQLStore(SqlStore):
     """A record store in MySQL 8 or MariaDB (sync: for :class:`intentkey.Guard`).
 
     `url`: ``mysql://user:password@host:port/database`` (``mariadb://`` too;
@@ -402,37 +402,10 @@ class MySQLStore:
         except (pymysql.err.MySQLError, OSError) as e:
             raise _failure(e) from e
 
-    def _changed(self, name: str, values: Sequence[sch.SqlValue]) -> int:
-        return int(self._execute(name, values, False))
-
-    def _records(self, name: str, values: Sequence[sch.SqlValue]) -> List[StoredRecord]:
-        return [sch.sql_decode_row(row) for row in self._execute(name, values, True)]
-
     def insert(self, record: StoredRecord) -> bool:
         # A plain INSERT: an existing key is error 1062, "not inserted".
         _check_key(record.key)
-        return self._changed("insert", sch.sql_insert_params(record)) == 1
-
-    def get(self, key: str) -> Optional[StoredRecord]:
-        found = self._records("get", sch.sql_get_params(key))
-        return found[0] if found else None
-
-    def complete(self, completion: Completion) -> bool:
-        return self._changed("complete", sch.sql_complete_params(completion)) == 1
-
-    def replace(self, replacement: Replacement) -> bool:
-        return self._changed("replace", sch.sql_replace_params(replacement)) == 1
-
-    def release(self, request: ReleaseRequest) -> bool:
-        return self._changed("release", sch.sql_release_params(request)) == 1
-
-    def list(self, status: Status, limit: int) -> List[StoredRecord]:
-        if limit <= 0:
-            return []
-        return self._records("list", sch.sql_list_params(status, limit))
-
-    def purge(self, now: int) -> int:
-        return self._changed("purge", sch.sql_purge_params(now))
+        return super().insert(record)
 
     def close(self) -> None:
         """Closes every connection the store opened (one in use is closed when it is given back)."""
@@ -441,9 +414,3 @@ class MySQLStore:
             idle, self._idle = self._idle, []
         for conn, _ in idle:
             _close_quietly(conn)
-
-    def __enter__(self) -> "MySQLStore":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

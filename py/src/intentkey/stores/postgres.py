@@ -35,6 +35,7 @@ from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
+from ._sql import SqlStore
 from ._sql import check_schema as _check_schema
 from ._sql import first_int as _first_int
 
@@ -88,7 +89,7 @@ def _complete_name(completion: Completion, statements: Dict[str, sch.Statement])
     return "complete-fast" if completion.fast and "complete-fast" in statements else "complete"
 
 
-class PostgresStore:
+class PostgresStore(SqlStore):
     """A record store in PostgreSQL (sync: for :class:`intentkey.Guard`).
 
     `conninfo_or_pool`: a connection string (``"postgresql://user@host/db"``
@@ -166,47 +167,13 @@ class PostgresStore:
         except (psycopg.Error, OSError) as e:
             raise _failure(e) from e
 
-    def _changed(self, name: str, params: Sequence[Any]) -> int:
-        return int(self._execute(name, params, False))
-
-    def _records(self, name: str, params: Sequence[Any]) -> List[StoredRecord]:
-        return [sch.sql_decode_row(row) for row in self._execute(name, params, True)]
-
-    def insert(self, record: StoredRecord) -> bool:
-        return self._changed("insert", sch.sql_insert_params(record)) == 1
-
-    def get(self, key: str) -> Optional[StoredRecord]:
-        found = self._records("get", sch.sql_get_params(key))
-        return found[0] if found else None
-
-    def complete(self, completion: Completion) -> bool:
-        name = _complete_name(completion, self._statements)
-        return self._changed(name, sch.sql_complete_params(completion)) == 1
-
-    def replace(self, replacement: Replacement) -> bool:
-        return self._changed("replace", sch.sql_replace_params(replacement)) == 1
-
-    def release(self, request: ReleaseRequest) -> bool:
-        return self._changed("release", sch.sql_release_params(request)) == 1
-
-    def list(self, status: Status, limit: int) -> List[StoredRecord]:
-        if limit <= 0:
-            return []
-        return self._records("list", sch.sql_list_params(status, limit))
-
-    def purge(self, now: int) -> int:
-        return self._changed("purge", sch.sql_purge_params(now))
+    def _complete_statement(self, completion: Completion) -> str:
+        return _complete_name(completion, self._statements)
 
     def close(self) -> None:
         """Closes the pool if this store made it."""
         if self._owned and self._pool is not None and self._opened:
             self._pool.close()
-
-    def __enter__(self) -> "PostgresStore":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 class AsyncPostgresStore:

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Sequence, Union
 
 from .. import _binding as b
 from .. import schema as sch
 from ..errors import IntentkeyError
-from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
-from ._sql import first_int
+from ..types import StoreError
+from ._sql import SqlStore, first_int
 
 __all__ = ["SQLiteStore"]
 
@@ -45,7 +45,7 @@ def _failure(e: BaseException) -> StoreError:
     return StoreError("unavailable" if busy else "failed", f"sqlite: {name + ': ' if name else ''}{text}")
 
 
-class SQLiteStore:
+class SQLiteStore(SqlStore):
     """A record store in SQLite (sync: for :class:`intentkey.Guard`).
 
     `path_or_connection`: a file path (``":memory:"`` for one process; opened
@@ -114,57 +114,17 @@ class SQLiteStore:
         except sqlite3.Error as e:
             raise _failure(e) from e
 
-    def _run(self, name: str, params: Sequence[Any]) -> int:
-        """Runs the core's statement `name`: the rows changed."""
+    def _execute(self, name: str, params: Sequence[Any], rows: bool) -> Any:
+        """Runs the core's statement `name`: its rows (`rows`), or the rows it changed."""
         with self._lock:
             try:
-                return int(self.db.execute(self._statements[name].text, tuple(params)).rowcount)
+                cur = self.db.execute(self._statements[name].text, tuple(params))
+                return cur.fetchall() if rows else cur.rowcount
             except sqlite3.Error as e:
                 raise _failure(e) from e
-
-    def _rows(self, name: str, params: Sequence[Any]) -> List[StoredRecord]:
-        """Runs the core's query `name`: the records, decoded by the core."""
-        with self._lock:
-            try:
-                rows = self.db.execute(self._statements[name].text, tuple(params)).fetchall()
-            except sqlite3.Error as e:
-                raise _failure(e) from e
-        return [sch.sql_decode_row(row) for row in rows]
-
-    def insert(self, record: StoredRecord) -> bool:
-        return self._run("insert", sch.sql_insert_params(record)) == 1
-
-    def get(self, key: str) -> Optional[StoredRecord]:
-        found = self._rows("get", sch.sql_get_params(key))
-        return found[0] if found else None
-
-    def complete(self, completion: Completion) -> bool:
-        return self._run("complete", sch.sql_complete_params(completion)) == 1
-
-    def replace(self, replacement: Replacement) -> bool:
-        return self._run("replace", sch.sql_replace_params(replacement)) == 1
-
-    def release(self, request: ReleaseRequest) -> bool:
-        return self._run("release", sch.sql_release_params(request)) == 1
-
-    def list(self, status: Status, limit: int) -> List[StoredRecord]:
-        if limit <= 0:
-            return []
-        return self._rows("list", sch.sql_list_params(status, limit))
-
-    def purge(self, now: int) -> int:
-        return self._run("purge", sch.sql_purge_params(now))
 
     def close(self) -> None:
         """Closes the database if this store opened it."""
         if self._owned:
             with self._lock:
                 self.db.close()
-
-    def __enter__(self) -> "SQLiteStore":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
