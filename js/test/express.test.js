@@ -13,7 +13,7 @@ import express from 'express';
 import { IntentkeyError, createEndpoint, memoryStore, sqliteStore } from '../src/index.js';
 import { idempotency } from '../src/adapters/express.js';
 import { serve } from './support/http.js';
-import { SECRET, T, adapterSuite, answer, httpClient, newState, text } from './support/adapter-suite.js';
+import { SECRET, T, adapterSuite, answer, httpClient, newState, serveNodeHttp, text } from './support/adapter-suite.js';
 
 /** Writes answer()'s result with Express. */
 function expressHandler(state) {
@@ -38,22 +38,7 @@ adapterSuite('Express 5 (the middleware before express.json())', async ({ option
 });
 
 adapterSuite('node:http (next is the handler)', async ({ options, state }) => {
-  const guarded = idempotency({ tenant: tenantOf, ...options });
-  const server = await serve((req, res) =>
-    guarded(req, res, async (err) => {
-      if (err) {
-        res.statusCode = 500;
-        res.end(String(err));
-        return;
-      }
-      const chunks = [];
-      for await (const c of req) chunks.push(c);
-      const a = await answer(state, JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null'), req.idempotency);
-      res.statusCode = a.status;
-      for (const [name, value] of a.headers) res.setHeader(name, value);
-      res.end(typeof a.body === 'string' ? a.body : Buffer.from(a.body));
-    }),
-  );
+  const server = await serveNodeHttp(idempotency({ tenant: tenantOf, ...options }), state);
   return { send: (r) => httpClient(server.port, r), route: '/orders/1', close: () => server.close() };
 });
 

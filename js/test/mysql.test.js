@@ -15,26 +15,15 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import mysql from 'mysql2/promise';
-import { IntentkeyError, createEndpoint, createGuard, jsonResponse, mysqlStore } from '../src/index.js';
+import { IntentkeyError, createGuard, jsonResponse, mysqlStore } from '../src/index.js';
 import { mysqlStore as mysqlOnly } from '../src/stores/mysql.js';
-import { idempotency } from '../src/adapters/express.js';
 import { coreSchema, migrationFlow, sqlDuplicateKeyError, sqlStatements } from '../src/stores/schema.js';
 import { MYSQL_URL, adminConnection, freshDatabase, mysqlAvailability, urlOf } from './support/mysql.js';
-import { storeSuite, witRecord } from './support/store-suite.js';
-import {
-  CONTENDERS,
-  RECOVER_AT,
-  STALE_AT,
-  checkRace,
-  checkRecoveryRace,
-  contend,
-  raceKeys,
-  recoverContend,
-  strand,
-} from './support/race.js';
-import { serve } from './support/http.js';
+import { freshStore, storeSuite, witRecord } from './support/store-suite.js';
+import { CONTENDERS, ownerRace, recoveryRace } from './support/race.js';
 import { lineChild } from './support/line-child.js';
-import { BINARY, SECRET, T, answer, httpClient, newState } from './support/adapter-suite.js';
+import { killTrials } from './support/kill-trials.js';
+import { httpRoundTrip } from './support/store-http.js';
 
 const { skip } = await mysqlAvailability('mysql.test.js');
 const run = promisify(execFile);
@@ -143,25 +132,20 @@ function via(url, port, password) {
   return u.toString();
 }
 
-storeSuite('MySQL (mysql2)', {
-  skip,
-  async open() {
-    const db = await freshDatabase();
-    try {
-      const store = await mysqlStore({ url: db.url });
-      return {
-        store,
-        async close() {
-          await store.close();
-          await db.drop();
-        },
-      };
-    } catch (e) {
-      await db.drop();
-      throw e;
-    }
-  },
-});
+/** A store from the URL of a fresh database (the store owns its pool): { store, place: the database, close }. */
+const openStore = freshStore(freshDatabase, (db) => mysqlStore({ url: db.url }));
+
+/** Runs fn with a store from openStore() and its database, then closes the store and drops the database. */
+async function withStore(fn) {
+  const { store, place: db, close } = await openStore();
+  try {
+    return await fn({ db, store });
+  } finally {
+    await close();
+  }
+}
+
+storeSuite('MySQL (mysql2)', { skip, open: openStore });
 
 describe('MySQL store', { skip }, () => {
   test('the core’s MySQL dialect: positional binds, 1062 for a duplicate key, no one-round-trip claim and no fast completion', () => {
@@ -384,63 +368,53 @@ describe('MySQL store', { skip }, () => {
   });
 
   test('a duplicate key is never an error: insert answers false, and 16 concurrent runs of one key give one owner', async () => {
-    await withDatabase(async ({ db }) => {
-      const store = await mysqlStore({ url: db.url });
+    await withStore(async ({ db, store }) => {
+      assert.equal(await store.insert(witRecord('dup', 'a'.repeat(32), 1)), true);
+      assert.equal(await store.insert(witRecord('dup', 'b'.repeat(32), 2)), false);
+      assert.equal((await store.get('dup')).ownerToken, 'a'.repeat(32));
+      // Keys compare byte for byte (a VARBINARY column): case, accents and trailing spaces make other keys, not 'dup' again.
+      for (const key of ['Dup', 'DUP', 'düp', 'dup ', 'dup  ']) assert.equal(await store.insert(witRecord(key, 'c'.repeat(32), 3)), true, key);
+      const stores = await Promise.all(Array.from({ length: 16 }, () => mysqlStore({ url: db.url })));
       try {
-        assert.equal(await store.insert(witRecord('dup', 'a'.repeat(32), 1)), true);
-        assert.equal(await store.insert(witRecord('dup', 'b'.repeat(32), 2)), false);
-        assert.equal((await store.get('dup')).ownerToken, 'a'.repeat(32));
-        // Keys compare byte for byte (a VARBINARY column): case, accents and trailing spaces make other keys, not 'dup' again.
-        for (const key of ['Dup', 'DUP', 'düp', 'dup ', 'dup  ']) assert.equal(await store.insert(witRecord(key, 'c'.repeat(32), 3)), true, key);
-        const stores = await Promise.all(Array.from({ length: 16 }, () => mysqlStore({ url: db.url })));
-        try {
-          let runs = 0;
-          const results = await Promise.all(
-            stores.map((s) =>
-              createGuard({ store: s }).run({ key: 'one', fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => {
-                runs++;
-                await new Promise((r) => setTimeout(r, 50));
-                return jsonResponse(201, {});
-              }),
-            ),
-          );
-          assert.equal(runs, 1);
-          assert.equal(results.filter((r) => r.outcome === 'owned').length, 1);
-          assert.ok(results.every((r) => ['owned', 'in-flight', 'done'].includes(r.outcome)), JSON.stringify(results.map((r) => r.outcome)));
-        } finally {
-          await Promise.all(stores.map((s) => s.close()));
-        }
+        let runs = 0;
+        const results = await Promise.all(
+          stores.map((s) =>
+            createGuard({ store: s }).run({ key: 'one', fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => {
+              runs++;
+              await new Promise((r) => setTimeout(r, 50));
+              return jsonResponse(201, {});
+            }),
+          ),
+        );
+        assert.equal(runs, 1);
+        assert.equal(results.filter((r) => r.outcome === 'owned').length, 1);
+        assert.ok(results.every((r) => ['owned', 'in-flight', 'done'].includes(r.outcome)), JSON.stringify(results.map((r) => r.outcome)));
       } finally {
-        await store.close();
+        await Promise.all(stores.map((s) => s.close()));
       }
     });
   });
 
   test('a key longer than 255 characters is an error naming `key`; 255 characters (4-byte ones too) are stored', async () => {
-    await withDatabase(async ({ db }) => {
-      const store = await mysqlStore({ url: db.url });
-      try {
-        const long = 'k'.repeat(256);
-        const namesKey = (e) => e instanceof IntentkeyError && e.code === 'invalid-argument' && e.field === 'key' && /at most 255/.test(e.message);
-        await assert.rejects(store.insert(witRecord(long, 'a'.repeat(32), 1)), namesKey);
-        await assert.rejects(store.get(long), namesKey);
-        const guard = createGuard({ store });
-        let ran = 0;
-        await assert.rejects(
-          guard.run({ key: '🙂'.repeat(256), fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => {
-            ran++;
-            return jsonResponse(200, {});
-          }),
-          namesKey,
-        );
-        assert.equal(ran, 0);
-        const widest = '🙂'.repeat(255); // 255 characters, 1020 bytes, 510 UTF-16 units
-        const r = await guard.run({ key: widest, fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => jsonResponse(201, {}));
-        assert.deepEqual([r.outcome, r.finished], ['owned', 'stored']);
-        assert.equal((await guard.inspect(widest)).key, widest);
-      } finally {
-        await store.close();
-      }
+    await withStore(async ({ store }) => {
+      const long = 'k'.repeat(256);
+      const namesKey = (e) => e instanceof IntentkeyError && e.code === 'invalid-argument' && e.field === 'key' && /at most 255/.test(e.message);
+      await assert.rejects(store.insert(witRecord(long, 'a'.repeat(32), 1)), namesKey);
+      await assert.rejects(store.get(long), namesKey);
+      const guard = createGuard({ store });
+      let ran = 0;
+      await assert.rejects(
+        guard.run({ key: '🙂'.repeat(256), fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => {
+          ran++;
+          return jsonResponse(200, {});
+        }),
+        namesKey,
+      );
+      assert.equal(ran, 0);
+      const widest = '🙂'.repeat(255); // 255 characters, 1020 bytes, 510 UTF-16 units
+      const r = await guard.run({ key: widest, fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => jsonResponse(201, {}));
+      assert.deepEqual([r.outcome, r.finished], ['owned', 'stored']);
+      assert.equal((await guard.inspect(widest)).key, widest);
     });
   });
 
@@ -483,60 +457,7 @@ describe('MySQL store', { skip }, () => {
 
   test('HTTP on MySQL (intentkey/express on node:http): owned, replayed byte for byte, 409, the core’s 422 and 400, 503 released', async () => {
     await withDatabase(async ({ pool }) => {
-      const state = newState();
-      const guarded = idempotency({ secret: SECRET, store: await mysqlStore({ pool }), now: () => T, tenant: 'tenant-1', onError: () => {} });
-      const server = await serve((req, res) =>
-        guarded(req, res, async (err) => {
-          if (err) {
-            res.statusCode = 599;
-            res.end(String(err));
-            return;
-          }
-          const chunks = [];
-          for await (const c of req) chunks.push(c);
-          const a = await answer(state, JSON.parse(Buffer.concat(chunks).toString('utf8')), req.idempotency);
-          res.statusCode = a.status;
-          for (const [name, value] of a.headers) res.setHeader(name, value);
-          res.end(typeof a.body === 'string' ? a.body : Buffer.from(a.body));
-        }),
-      );
-      const core = createEndpoint({ secret: SECRET });
-      const send = (key, body) =>
-        httpClient(server.port, { headers: ['content-type', 'application/json', ...(key ? ['idempotency-key', `"${key}"`] : [])], body });
-      try {
-        const first = await send('http-1', '{"mode":"binary"}');
-        assert.deepEqual(first.body, BINARY);
-        const again = await send('http-1', '{ "mode" : "binary" }');
-        assert.deepEqual([again.status, again.header('idempotent-replayed'), again.header('location')], [200, 'true', '/files/1']);
-        assert.deepEqual(again.body, BINARY);
-        const conflict = await send('http-1', '{"mode":"other"}');
-        assert.equal(conflict.status, 422);
-        assert.deepEqual(conflict.body, core.answer('payload-conflict', T).body);
-        const missing = await send(undefined, '{}');
-        assert.equal(missing.status, 400);
-        let open;
-        state.gate = new Promise((r) => {
-          open = r;
-        });
-        const slow = send('http-2', '{}');
-        while ((await rows(pool, "SELECT 1 FROM intentkey_records WHERE status = 'in_flight'")).length === 0) {
-          await new Promise((r) => setTimeout(r, 2));
-        }
-        const busy = await send('http-2', '{}');
-        assert.deepEqual([busy.status, busy.header('retry-after')], [409, '1']);
-        open();
-        assert.equal((await slow).status, 201);
-        state.gate = null;
-        state.unavailable = 1;
-        assert.equal((await send('http-3', '{"mode":"unavailable"}')).status, 503);
-        assert.equal((await send('http-3', '{"mode":"unavailable"}')).status, 201);
-        assert.equal(state.runs, 4);
-        const row = (await rows(pool, 'SELECT response_body, response_body_bytes FROM intentkey_records WHERE response_status = 200'))[0];
-        assert.equal(row.response_body, null);
-        assert.deepEqual(new Uint8Array(row.response_body_bytes), BINARY);
-      } finally {
-        await server.close();
-      }
+      await httpRoundTrip({ store: await mysqlStore({ pool }), rows: (sql) => rows(pool, sql) });
     });
   });
 
@@ -571,69 +492,43 @@ describe('MySQL store', { skip }, () => {
   });
 });
 
+/** Runs fn with a fresh database holding ik_effects, a pool on it, and the race's rig: a pool of one connection per contender. */
+async function withRace(fn) {
+  await withDatabase(async ({ db, pool }) => {
+    await pool.query('CREATE TABLE ik_effects (`key` VARCHAR(255) NOT NULL, contender INTEGER NOT NULL) ENGINE=InnoDB');
+    const rig = {
+      connect: () => mysql.createPool({ uri: db.url, connectionLimit: 1 }),
+      storeOn: (p) => mysqlStore({ pool: p }),
+      recordEffect: (p, key, who) => p.execute('INSERT INTO ik_effects (`key`, contender) VALUES (?, ?)', [key, who]),
+      tables: async () => ({
+        rows: await rows(pool, 'SELECT CAST(`key` AS CHAR) AS `key`, status, response_body, response_body_bytes FROM intentkey_records'),
+        effects: await rows(pool, 'SELECT `key`, contender FROM ik_effects'),
+      }),
+    };
+    return fn({ pool, rig });
+  });
+}
+
 describe(`race on MySQL: ${CONTENDERS} contenders × 1000 keys`, { skip }, () => {
   test(`${CONTENDERS} separate pools (one connection each): exactly one owner per key, exactly 1000 records`, async (t) => {
-    await withDatabase(async ({ db, pool }) => {
-      await pool.query('CREATE TABLE ik_effects (`key` VARCHAR(255) NOT NULL, contender INTEGER NOT NULL) ENGINE=InnoDB');
-      const keys = raceKeys();
-      const pools = Array.from({ length: CONTENDERS }, () => mysql.createPool({ uri: db.url, connectionLimit: 1 }));
-      try {
-        const guards = await Promise.all(pools.map(async (p) => createGuard({ store: await mysqlStore({ pool: p }) })));
-        const reports = await Promise.all(
-          guards.map((guard, id) =>
-            contend({
-              guard,
-              id,
-              keys,
-              recordEffect: (key, who) => pools[id].execute('INSERT INTO ik_effects (`key`, contender) VALUES (?, ?)', [key, who]),
-            }),
-          ),
-        );
-        const records = await rows(pool, 'SELECT CAST(`key` AS CHAR) AS `key`, status, response_body, response_body_bytes FROM intentkey_records');
-        const effects = await rows(pool, 'SELECT `key`, contender FROM ik_effects');
-        t.diagnostic(checkRace(reports, keys, records, effects));
-        assert.equal(records.length, 1000);
-      } finally {
-        await Promise.all(pools.map((p) => p.end()));
-      }
+    await withRace(async ({ rig }) => {
+      const { summary, rows: records } = await ownerRace(rig);
+      t.diagnostic(summary);
+      assert.equal(records.length, 1000);
     });
   });
 });
 
 describe(`recovery race on MySQL: ${CONTENDERS} recoverers on ${CONTENDERS} pools`, { skip }, () => {
   test(`${CONTENDERS} pools recover the same 200 stale records: exactly one re-execution each`, async (t) => {
-    await withDatabase(async ({ db, pool }) => {
-      await pool.query('CREATE TABLE ik_effects (`key` VARCHAR(255) NOT NULL, contender INTEGER NOT NULL) ENGINE=InnoDB');
-      const keys = raceKeys(200);
-      await strand(createGuard({ store: await mysqlStore({ pool }), now: () => STALE_AT }), keys);
-      const pools = Array.from({ length: CONTENDERS }, () => mysql.createPool({ uri: db.url, connectionLimit: 1 }));
-      try {
-        const guards = await Promise.all(
-          pools.map(async (p) => createGuard({ store: await mysqlStore({ pool: p }), now: () => RECOVER_AT, staleAfterSeconds: 60 })),
-        );
-        const reports = await Promise.all(
-          guards.map((guard, id) =>
-            recoverContend({
-              guard,
-              id,
-              keys,
-              recordEffect: (key, who) => pools[id].execute('INSERT INTO ik_effects (`key`, contender) VALUES (?, ?)', [key, who]),
-            }),
-          ),
-        );
-        const records = await rows(pool, 'SELECT CAST(`key` AS CHAR) AS `key`, status, response_body, response_body_bytes FROM intentkey_records');
-        const effects = await rows(pool, 'SELECT `key`, contender FROM ik_effects');
-        t.diagnostic(checkRecoveryRace(reports, keys, records, effects));
-      } finally {
-        await Promise.all(pools.map((p) => p.end()));
-      }
+    await withRace(async ({ pool, rig }) => {
+      t.diagnostic(await recoveryRace(rig, await mysqlStore({ pool })));
     });
   });
 });
 
 const faultScript = fileURLToPath(new URL('./support/mysql-fault-child.js', import.meta.url));
 const TRIALS = Number(process.env.IK_MYSQL_KILL_TRIALS ?? 60);
-const claimOf = (key) => ({ key, fingerprint: 'fp', tenantId: 't1', actionType: 'pix.send' });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -679,54 +574,15 @@ describe(`kill trials on MySQL: ${TRIALS} owners killed at random moments, then 
         await pool.execute('INSERT INTO ik_effects (`key`, who) VALUES (?, ?)', [k, who]);
         return jsonResponse(201, {});
       };
-      let midEffect = 0;
-      let finished = 0;
-      let beforeEffect = 0;
-      let recovered = 0;
-      const started = Date.now();
-      for (let trial = 0; trial < TRIALS; trial++) {
-        const key = `fault-${String(trial).padStart(3, '0')}`;
-        const c = lineChild(faultScript, [db.url, key, String(Math.floor(Math.random() * 30))], key);
-        // Odd trials: wait until the effect is seen, then a random moment; even
-        // trials: a random moment after the spawn (before, during or after it).
-        if (trial % 2 === 1) {
-          const deadline = Date.now() + 20_000;
-          let exited = false;
-          c.exited.then(() => (exited = true));
-          while ((await effects(key)) === 0 && Date.now() < deadline && !exited) await sleep(1);
-          await sleep(Math.floor(Math.random() * 5));
-        } else {
-          await sleep(Math.floor(Math.random() * 400));
-        }
-        await killed(c);
-        const record = await store.get(key);
-        const ran = await effects(key);
-        if (record?.status === 'in-flight' && ran === 1) midEffect++;
-        else if (record?.status === 'done' && ran === 1) finished++;
-        else beforeEffect++;
-        // A redelivery never reruns an in-flight effect.
-        const again = await createGuard({ store, now: () => 1_700_000_100 })
-          .run(claimOf(key), effect('redelivery'))
-          .catch((e) => e);
-        if (record?.status === 'in-flight') assert.equal(again.response?.status, 409, `${key}: an in-flight record is never released`);
-        // Recovery asks the destination (read-your-writes: the effects table).
-        const recoverer = createGuard({ store, now: () => 1_700_001_000, staleAfterSeconds: 300 });
-        const r = await recoverer.recover({
-          key,
-          lookup: async (k) => ((await effects(k)) > 0 ? { found: jsonResponse(201, {}) } : 'absent'),
-          readYourWrites: true,
-          effect: effect('recovery'),
-        });
-        if (r.outcome === 'applied') recovered++;
-        assert.equal(await effects(key), 1, `${key}: exactly one effect`);
-        assert.equal((await store.get(key))?.status, 'done', `${key}: settled`);
-      }
+      await killTrials(t, {
+        trials: TRIALS,
+        store,
+        spawn: (key, pauseMs) => lineChild(faultScript, [db.url, key, pauseMs], key),
+        kill: killed,
+        effects,
+        effect,
+      });
       assert.equal((await rows(pool, 'SELECT count(*) AS n FROM ik_effects'))[0].n, TRIALS);
-      t.diagnostic(
-        `${TRIALS} kill trials: killed between effect and completion ${midEffect}, before the effect ${beforeEffect}, ` +
-          `finished ${finished}; recoveries applied ${recovered}; duplicate effects 0; ${((Date.now() - started) / 1000).toFixed(1)} s`,
-      );
-      assert.ok(midEffect >= TRIALS / 6, `too few kills landed between effect and completion (${midEffect})`);
     });
   });
 

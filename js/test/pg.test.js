@@ -10,26 +10,21 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import pg from 'pg';
-import { createEndpoint, createGuard, jsonResponse, pgStore } from '../src/index.js';
-import { idempotency } from '../src/adapters/express.js';
+import { createGuard, jsonResponse, pgStore } from '../src/index.js';
 import { coreSchema, sqlStatements } from '../src/stores/schema.js';
 import { freshSchema, pgAvailability, PG_CONFIG } from './support/pg.js';
-import { bytes, storeSuite, witRecord } from './support/store-suite.js';
-import {
-  CONTENDERS,
-  RECOVER_AT,
-  STALE_AT,
-  checkRace,
-  checkRecoveryRace,
-  contend,
-  raceKeys,
-  recoverContend,
-  strand,
-} from './support/race.js';
-import { serve } from './support/http.js';
-import { BINARY, SECRET, T, answer, httpClient, newState } from './support/adapter-suite.js';
+import { bytes, freshStore, storeSuite, witRecord } from './support/store-suite.js';
+import { CONTENDERS, checkRace, ownerRace, raceKeys, recoveryRace } from './support/race.js';
+import { httpRoundTrip } from './support/store-http.js';
 
 const { skip } = await pgAvailability('pg.test.js');
+
+/** A client on `config`, connected (the caller ends it). */
+async function connected(config) {
+  const c = new pg.Client(config);
+  await c.connect();
+  return c;
+}
 
 /** Runs fn with a fresh schema and a pool on it, then drops both. */
 async function withSchema(fn, poolOptions = {}) {
@@ -43,27 +38,20 @@ async function withSchema(fn, poolOptions = {}) {
   }
 }
 
-storeSuite('PostgreSQL (pg)', {
-  skip,
-  async open() {
-    const schema = await freshSchema();
-    const pool = new pg.Pool({ ...schema.config, max: 4 });
-    try {
-      const store = await pgStore(pool);
-      return {
-        store,
-        async close() {
-          await pool.end();
-          await schema.drop();
-        },
-      };
-    } catch (e) {
+/** A fresh schema and a pool of 4 on it; drop() ends the pool, then drops the schema. */
+async function schemaWithPool() {
+  const schema = await freshSchema();
+  const pool = new pg.Pool({ ...schema.config, max: 4 });
+  return {
+    pool,
+    async drop() {
       await pool.end();
       await schema.drop();
-      throw e;
-    }
-  },
-});
+    },
+  };
+}
+
+storeSuite('PostgreSQL (pg)', { skip, open: freshStore(schemaWithPool, ({ pool }) => pgStore(pool)) });
 
 describe('PostgreSQL store', { skip }, () => {
   /** The shape of a schema: columns, indexes and constraints, as the catalog tells them. */
@@ -90,13 +78,7 @@ describe('PostgreSQL store', { skip }, () => {
     assert.equal(schemaVersion, 3);
     assert.equal(migrationLock, 7316502411n);
     await withSchema(async ({ schema, pool }) => {
-      const clients = await Promise.all(
-        Array.from({ length: 8 }, async () => {
-          const c = new pg.Client(schema.config);
-          await c.connect();
-          return c;
-        }),
-      );
+      const clients = await Promise.all(Array.from({ length: 8 }, () => connected(schema.config)));
       try {
         await Promise.all(clients.map((c) => pgStore(c)));
       } finally {
@@ -311,105 +293,41 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
 
   test('HTTP on PostgreSQL (intentkey/express on node:http): owned, replayed byte for byte, 409, the core’s 422 and 400, 503 released', async () => {
     await withSchema(async ({ pool }) => {
-      const state = newState();
-      const guarded = idempotency({ secret: SECRET, store: await pgStore(pool), now: () => T, tenant: 'tenant-1', onError: () => {} });
-      const server = await serve((req, res) =>
-        guarded(req, res, async (err) => {
-          if (err) {
-            res.statusCode = 599;
-            res.end(String(err));
-            return;
-          }
-          const chunks = [];
-          for await (const c of req) chunks.push(c);
-          const a = await answer(state, JSON.parse(Buffer.concat(chunks).toString('utf8')), req.idempotency);
-          res.statusCode = a.status;
-          for (const [name, value] of a.headers) res.setHeader(name, value);
-          res.end(typeof a.body === 'string' ? a.body : Buffer.from(a.body));
-        }),
-      );
-      const core = createEndpoint({ secret: SECRET });
-      const send = (key, body) =>
-        httpClient(server.port, { headers: ['content-type', 'application/json', ...(key ? ['idempotency-key', `"${key}"`] : [])], body });
-      try {
-        const first = await send('http-1', '{"mode":"binary"}');
-        assert.deepEqual(first.body, BINARY);
-        const again = await send('http-1', '{ "mode" : "binary" }');
-        assert.deepEqual([again.status, again.header('idempotent-replayed'), again.header('location')], [200, 'true', '/files/1']);
-        assert.deepEqual(again.body, BINARY);
-        const conflict = await send('http-1', '{"mode":"other"}');
-        assert.equal(conflict.status, 422);
-        assert.deepEqual(conflict.body, core.answer('payload-conflict', T).body);
-        const missing = await send(undefined, '{}');
-        assert.equal(missing.status, 400);
-        let open;
-        state.gate = new Promise((r) => {
-          open = r;
-        });
-        const slow = send('http-2', '{}');
-        while ((await pool.query("SELECT 1 FROM intentkey_records WHERE status = 'in_flight'")).rows.length === 0) {
-          await new Promise((r) => setTimeout(r, 2));
-        }
-        const busy = await send('http-2', '{}');
-        assert.deepEqual([busy.status, busy.header('retry-after')], [409, '1']);
-        open();
-        assert.equal((await slow).status, 201);
-        state.gate = null;
-        state.unavailable = 1;
-        assert.equal((await send('http-3', '{"mode":"unavailable"}')).status, 503);
-        assert.equal((await send('http-3', '{"mode":"unavailable"}')).status, 201);
-        assert.equal(state.runs, 4);
-        const row = (await pool.query("SELECT response_body, response_body_bytes FROM intentkey_records WHERE response_status = 200")).rows[0];
-        assert.equal(row.response_body, null);
-        assert.deepEqual(new Uint8Array(row.response_body_bytes), BINARY);
-      } finally {
-        await server.close();
-      }
+      await httpRoundTrip({ store: await pgStore(pool), rows: async (sql) => (await pool.query(sql)).rows });
     });
   });
 });
 
-describe(`race on PostgreSQL: ${CONTENDERS} contenders × 1000 keys`, { skip }, () => {
-  async function tables(pool) {
-    const rows = (await pool.query('SELECT key, status, response_body, response_body_bytes FROM intentkey_records')).rows;
-    const effects = (await pool.query('SELECT key, contender FROM ik_effects')).rows;
-    return { rows, effects };
-  }
+/** The record and effect tables, as checkRace and checkRecoveryRace read them. */
+async function tables(pool) {
+  const rows = (await pool.query('SELECT key, status, response_body, response_body_bytes FROM intentkey_records')).rows;
+  const effects = (await pool.query('SELECT key, contender FROM ik_effects')).rows;
+  return { rows, effects };
+}
 
+/** Runs fn with a fresh schema holding ik_effects, a pool on it, and the race's rig: a client (one connection) per contender. */
+async function withRace(fn) {
+  await withSchema(async ({ schema, pool }) => {
+    await pool.query('CREATE TABLE ik_effects (key TEXT NOT NULL, contender INTEGER NOT NULL)');
+    const rig = {
+      connect: () => connected(schema.config),
+      storeOn: (c) => pgStore(c),
+      recordEffect: (c, key, who) => c.query('INSERT INTO ik_effects (key, contender) VALUES ($1, $2)', [key, who]),
+      tables: () => tables(pool),
+    };
+    return fn({ schema, pool, rig });
+  });
+}
+
+describe(`race on PostgreSQL: ${CONTENDERS} contenders × 1000 keys`, { skip }, () => {
   test(`${CONTENDERS} separate connections in this process: exactly one owner per key, no lost records`, async (t) => {
-    await withSchema(async ({ schema, pool }) => {
-      await pool.query('CREATE TABLE ik_effects (key TEXT NOT NULL, contender INTEGER NOT NULL)');
-      const keys = raceKeys();
-      const clients = await Promise.all(
-        Array.from({ length: CONTENDERS }, async () => {
-          const c = new pg.Client(schema.config);
-          await c.connect();
-          return c;
-        }),
-      );
-      try {
-        const guards = await Promise.all(clients.map(async (c) => createGuard({ store: await pgStore(c) })));
-        const reports = await Promise.all(
-          guards.map((guard, id) =>
-            contend({
-              guard,
-              id,
-              keys,
-              recordEffect: (key, who) => clients[id].query('INSERT INTO ik_effects (key, contender) VALUES ($1, $2)', [key, who]),
-            }),
-          ),
-        );
-        const { rows, effects } = await tables(pool);
-        t.diagnostic(checkRace(reports, keys, rows, effects));
-      } finally {
-        await Promise.all(clients.map((c) => c.end()));
-      }
+    await withRace(async ({ rig }) => {
+      t.diagnostic((await ownerRace(rig)).summary);
     });
   });
 
   test(`${CONTENDERS} worker threads, one connection each: exactly one owner per key, no lost records`, async (t) => {
-    await withSchema(async ({ schema, pool }) => {
-      await pool.query('CREATE TABLE ik_effects (key TEXT NOT NULL, contender INTEGER NOT NULL)');
+    await withRace(async ({ schema, pool }) => {
       const keys = raceKeys();
       const workers = Array.from(
         { length: CONTENDERS },
@@ -454,37 +372,8 @@ describe(`race on PostgreSQL: ${CONTENDERS} contenders × 1000 keys`, { skip }, 
 
 describe(`recovery race on PostgreSQL: ${CONTENDERS} recoverers on ${CONTENDERS} connections`, { skip }, () => {
   test(`${CONTENDERS} connections recover the same 200 stale records: exactly one re-execution each`, async (t) => {
-    await withSchema(async ({ schema, pool }) => {
-      await pool.query('CREATE TABLE ik_effects (key TEXT NOT NULL, contender INTEGER NOT NULL)');
-      const keys = raceKeys(200);
-      await strand(createGuard({ store: await pgStore(pool), now: () => STALE_AT }), keys);
-      const clients = await Promise.all(
-        Array.from({ length: CONTENDERS }, async () => {
-          const c = new pg.Client(schema.config);
-          await c.connect();
-          return c;
-        }),
-      );
-      try {
-        const guards = await Promise.all(
-          clients.map(async (c) => createGuard({ store: await pgStore(c), now: () => RECOVER_AT, staleAfterSeconds: 60 })),
-        );
-        const reports = await Promise.all(
-          guards.map((guard, id) =>
-            recoverContend({
-              guard,
-              id,
-              keys,
-              recordEffect: (key, who) => clients[id].query('INSERT INTO ik_effects (key, contender) VALUES ($1, $2)', [key, who]),
-            }),
-          ),
-        );
-        const rows = (await pool.query('SELECT key, status, response_body, response_body_bytes FROM intentkey_records')).rows;
-        const effects = (await pool.query('SELECT key, contender FROM ik_effects')).rows;
-        t.diagnostic(checkRecoveryRace(reports, keys, rows, effects));
-      } finally {
-        await Promise.all(clients.map((c) => c.end()));
-      }
+    await withRace(async ({ pool, rig }) => {
+      t.diagnostic(await recoveryRace(rig, await pgStore(pool)));
     });
   });
 });

@@ -12,8 +12,9 @@ import { createGuard, jsonResponse } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { coreSchema } from '../src/stores/schema.js';
 import { freshPrefix, redisAvailability } from './support/redis.js';
-import { storeSuite, witRecord } from './support/store-suite.js';
+import { freshStore, storeSuite, witRecord } from './support/store-suite.js';
 import { lineChild } from './support/line-child.js';
+import { killTrials } from './support/kill-trials.js';
 import { CONTENDERS, KEYS, checkRace, raceKeys } from './support/race.js';
 
 const { skip } = await redisAvailability('redis.test.js');
@@ -29,19 +30,7 @@ async function withPrefix(fn) {
   }
 }
 
-storeSuite('Redis (ioredis)', {
-  skip,
-  async open() {
-    const p = await freshPrefix();
-    try {
-      const store = await redisStore({ client: p.client, prefix: p.prefix });
-      return { store, close: () => p.drop() };
-    } catch (e) {
-      await p.drop();
-      throw e;
-    }
-  },
-});
+storeSuite('Redis (ioredis)', { skip, open: freshStore(freshPrefix, (p) => redisStore({ client: p.client, prefix: p.prefix })) });
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 const claimOf = (key) => ({ key, fingerprint: 'fp', tenantId: 't1', actionType: 'pix.send' });
@@ -150,60 +139,20 @@ describe(`kill trials on Redis: ${TRIALS} owners killed at random moments, then 
     await withPrefix(async ({ url, client, prefix, store }) => {
       const effectsKey = `${prefix}:test-effects`;
       const effects = async (key) => (await client.lrange(effectsKey, 0, -1)).filter((e) => e.split(' ')[0] === key).length;
-      let midEffect = 0;
-      let finished = 0;
-      let beforeEffect = 0;
-      let recovered = 0;
-      for (let trial = 0; trial < TRIALS; trial++) {
-        const key = `fault-${String(trial).padStart(3, '0')}`;
-        const c = start(faultScript, [url, effectsKey, key, String(Math.floor(Math.random() * 30))]);
-        // Odd trials: wait until the effect is seen, then a random moment; even
-        // trials: a random moment after the spawn (before, during or after it).
-        if (trial % 2 === 1) {
-          const deadline = Date.now() + 20_000;
-          let exited = false;
-          c.exited.then(() => (exited = true));
-          while ((await effects(key)) === 0 && Date.now() < deadline && !exited) await new Promise((r) => setTimeout(r, 1));
-          await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 5)));
-        } else {
-          await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 400)));
-        }
-        c.child.kill('SIGKILL');
-        await c.exited;
-        const record = await store.get(key);
-        const ran = await effects(key);
-        if (record?.status === 'in-flight' && ran === 1) midEffect++;
-        else if (record?.status === 'done' && ran === 1) finished++;
-        else beforeEffect++;
-        // A redelivery never reruns an in-flight effect.
-        const guard = createGuard({ store, now: () => 1_700_000_100 });
-        const again = await guard
-          .run(claimOf(key), async (k) => {
-            await client.rpush(effectsKey, `${k} redelivery`);
-            return jsonResponse(201, {});
-          })
-          .catch((e) => e);
-        if (record?.status === 'in-flight') assert.equal(again.response?.status, 409, `${key}: an in-flight record is never released`);
-        // Recovery asks the destination (read-your-writes: the effects list).
-        const recoverer = createGuard({ store, now: () => 1_700_001_000, staleAfterSeconds: 300 });
-        const r = await recoverer.recover({
-          key,
-          lookup: async (k) => ((await effects(k)) > 0 ? { found: jsonResponse(201, {}) } : 'absent'),
-          readYourWrites: true,
-          effect: async (k) => {
-            await client.rpush(effectsKey, `${k} recovery`);
-            return jsonResponse(201, {});
-          },
-        });
-        if (r.outcome === 'applied') recovered++;
-        assert.equal(await effects(key), 1, `${key}: exactly one effect`);
-        assert.equal((await store.get(key))?.status, 'done', `${key}: settled`);
-      }
-      t.diagnostic(
-        `${TRIALS} kill trials: killed between effect and completion ${midEffect}, before the effect ${beforeEffect}, ` +
-          `finished ${finished}; recoveries applied ${recovered}; duplicate effects 0`,
-      );
-      assert.ok(midEffect >= TRIALS / 6, `too few kills landed between effect and completion (${midEffect})`);
+      await killTrials(t, {
+        trials: TRIALS,
+        store,
+        spawn: (key, pauseMs) => start(faultScript, [url, effectsKey, key, pauseMs]),
+        async kill(c) {
+          c.child.kill('SIGKILL');
+          await c.exited;
+        },
+        effects,
+        effect: (who) => async (k) => {
+          await client.rpush(effectsKey, `${k} ${who}`);
+          return jsonResponse(201, {});
+        },
+      });
     });
   });
 });

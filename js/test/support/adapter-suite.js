@@ -12,6 +12,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as undiciRequest } from 'undici';
 import { createEndpoint, memoryStore } from '../../src/index.js';
+import { serve } from './http.js';
 
 export const SECRET = '5c'.repeat(32);
 /** The clock of every app: the ofb bodies are dated by it. */
@@ -58,6 +59,30 @@ export async function answer(state, body, context) {
     ],
     body: JSON.stringify({ id: `ord_${state.runs}`, tenant: context?.tenantId ?? null }),
   };
+}
+
+/**
+ * Serves `guarded` (intentkey/express's middleware) on plain node:http, with
+ * next as the handler: it reads the body, parses it as JSON (an empty one as
+ * null) and writes answer(state, body, req.idempotency); an error handed to
+ * next is answered `errorStatus` with its text. close() stops the server.
+ */
+export function serveNodeHttp(guarded, state, { errorStatus = 500 } = {}) {
+  return serve((req, res) =>
+    guarded(req, res, async (err) => {
+      if (err) {
+        res.statusCode = errorStatus;
+        res.end(String(err));
+        return;
+      }
+      const chunks = [];
+      for await (const c of req) chunks.push(c);
+      const a = await answer(state, JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null'), req.idempotency);
+      res.statusCode = a.status;
+      for (const [name, value] of a.headers) res.setHeader(name, value);
+      res.end(typeof a.body === 'string' ? a.body : Buffer.from(a.body));
+    }),
+  );
 }
 
 /** Sends one request to a server on 127.0.0.1; the response as { status, header(name), body }. */

@@ -1,21 +1,9 @@
-// The Node side of the Rust/Node interop test (the MySQL store shared by Rust
-// and Node): node mysql-interop.mjs URL KEY BODY.
+// The Node side of the Rust/Node interop test (host/store/tests/stores.rs,
+// mysql_node_and_rust_share_records: the MySQL store shared by Rust and Node):
+// node mysql-interop.mjs URL KEY BODY.
 // Runs one guarded effect answering BODY on the MySQL store at URL and prints
-// { outcome, replayed, status, body } as JSON.
-import { createGuard } from '../../src/index.js';
+// { outcome, replayed, status, body } as JSON (see store-interop.mjs).
 import { mysqlStore } from '../../src/stores/mysql.js';
+import { storeInterop } from './store-interop.mjs';
 
-const [url, key, body] = process.argv.slice(2);
-const store = await mysqlStore({ url });
-try {
-  const guard = createGuard({ store });
-  const r = await guard.run({ key, fingerprint: 'fp', tenantId: 't1', actionType: 'pix.send' }, async () => ({
-    status: 201,
-    contentType: 'text/plain',
-    body,
-  }));
-  const text = new TextDecoder().decode(r.response.body);
-  process.stdout.write(`${JSON.stringify({ outcome: r.outcome, replayed: r.replayed, status: r.response.status, body: text })}\n`);
-} finally {
-  await store.close();
-}
+await storeInterop((url) => mysqlStore({ url }));

@@ -5,8 +5,8 @@
 //
 // When the server cannot be reached: with CI=true the tests FAIL, outside CI
 // they are skipped with a message saying so.
-import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
+import { freshNamed } from './fresh.js';
 
 export const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
@@ -65,23 +65,6 @@ export function urlOf(database) {
 
 /** A fresh, empty database: `url` points at it; drop() removes it and everything in it. */
 export async function freshDatabase() {
-  const name = `ik_js_${randomBytes(6).toString('hex')}`;
-  const admin = await adminConnection();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  return {
-    name,
-    url: urlOf(name),
-    async drop() {
-      const c = await adminConnection();
-      try {
-        await c.query(`DROP DATABASE IF EXISTS ${name}`);
-      } finally {
-        await c.end();
-      }
-    },
-  };
+  const { name, drop } = await freshNamed(adminConnection, (n) => `CREATE DATABASE ${n}`, (n) => `DROP DATABASE IF EXISTS ${n}`);
+  return { name, url: urlOf(name), drop };
 }

@@ -5,8 +5,8 @@
 //
 // When the server cannot be reached: with CI=true the tests FAIL, outside CI
 // they are skipped with a message saying so.
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { freshNamed } from './fresh.js';
 
 export const PG_CONFIG = Object.freeze({
   host: process.env.PGHOST ?? '127.0.0.1',
@@ -52,30 +52,18 @@ export async function pgAvailability(file) {
   return { skip: `SKIPPED: ${message}` };
 }
 
+/** A client on PG_CONFIG, connected (the caller ends it). */
+async function adminClient() {
+  const c = new pg.Client(PG_CONFIG);
+  await c.connect();
+  return c;
+}
+
 /**
  * A fresh schema: `config` connects with it as the search_path; drop() removes
  * it and everything in it.
  */
 export async function freshSchema() {
-  const name = `ik_js_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client(PG_CONFIG);
-  await admin.connect();
-  try {
-    await admin.query(`CREATE SCHEMA ${name}`);
-  } finally {
-    await admin.end();
-  }
-  return {
-    name,
-    config: { ...PG_CONFIG, options: `-c search_path=${name}` },
-    async drop() {
-      const c = new pg.Client(PG_CONFIG);
-      await c.connect();
-      try {
-        await c.query(`DROP SCHEMA IF EXISTS ${name} CASCADE`);
-      } finally {
-        await c.end();
-      }
-    },
-  };
+  const { name, drop } = await freshNamed(adminClient, (n) => `CREATE SCHEMA ${n}`, (n) => `DROP SCHEMA IF EXISTS ${n} CASCADE`);
+  return { name, config: { ...PG_CONFIG, options: `-c search_path=${name}` }, drop };
 }

@@ -1,6 +1,7 @@
 // The race: many contenders run the guard over the same keys, in the same order,
 // at the same time. Each records its effects where the test can count them.
 import assert from 'node:assert/strict';
+import { createGuard } from '../../src/index.js';
 
 export const CONTENDERS = 16;
 
@@ -149,4 +150,63 @@ export function checkRecoveryRace(reports, keys, rows, effects) {
     .map(([label, n]) => `${label} ${n}`)
     .join(', ');
   return `${reports.length} recoverers × ${keys.length} stale records: exactly 1 re-execution each (${summary})`;
+}
+
+/**
+ * How a race runs on one server: `connect()` opens a connection of a
+ * contender's own (with end()), `storeOn(c)` opens a store on it,
+ * `recordEffect(c, key, who)` records an effect on it, and `tables()` reads the
+ * record and effect tables ({ rows, effects }, as checkRace reads them).
+ * @typedef {{
+ *   connect: () => any,
+ *   storeOn: (c: any) => Promise<any>,
+ *   recordEffect: (c: any, key: string, who: number) => unknown,
+ *   tables: () => Promise<{ rows: object[], effects: object[] }>,
+ * }} Rig
+ */
+
+/**
+ * CONTENDERS connections, a guard (with `guardOptions`) on each; every guard
+ * runs `contender` (contend or recoverContend) over all of `keys` at once, each
+ * recording its effects on its own connection. Then the tables are read and
+ * every connection is ended.
+ * @param {Rig} rig
+ */
+async function raceOn(rig, contender, keys, guardOptions = {}) {
+  const connections = await Promise.all(Array.from({ length: CONTENDERS }, () => rig.connect()));
+  try {
+    const guards = await Promise.all(connections.map(async (c) => createGuard({ store: await rig.storeOn(c), ...guardOptions })));
+    const reports = await Promise.all(
+      guards.map((guard, id) => contender({ guard, id, keys, recordEffect: (key, who) => rig.recordEffect(connections[id], key, who) })),
+    );
+    return { reports, ...(await rig.tables()) };
+  } finally {
+    await Promise.all(connections.map((c) => c.end()));
+  }
+}
+
+/**
+ * The race: CONTENDERS contenders on connections of their own × KEYS keys,
+ * checked by checkRace.
+ * @param {Rig} rig
+ * @returns {Promise<{ summary: string, rows: object[] }>} checkRace's summary line, and the records
+ */
+export async function ownerRace(rig) {
+  const keys = raceKeys();
+  const { reports, rows, effects } = await raceOn(rig, contend, keys);
+  return { summary: checkRace(reports, keys, rows, effects), rows };
+}
+
+/**
+ * The recovery race: 200 records stranded in flight at STALE_AT (through a
+ * guard on `store`), then CONTENDERS recoverers on connections of their own at
+ * RECOVER_AT (stale after 60 s), checked by checkRecoveryRace.
+ * @param {Rig} rig
+ * @returns {Promise<string>} checkRecoveryRace's summary line
+ */
+export async function recoveryRace(rig, store) {
+  const keys = raceKeys(200);
+  await strand(createGuard({ store, now: () => STALE_AT }), keys);
+  const { reports, rows, effects } = await raceOn(rig, recoverContend, keys, { now: () => RECOVER_AT, staleAfterSeconds: 60 });
+  return checkRecoveryRace(reports, keys, rows, effects);
 }

@@ -105,6 +105,36 @@ async function claimed(guard, key) {
 }
 
 /**
+ * An open() for storeSuite on a server: `fresh()` makes a place of the test's
+ * own (a schema, a database, a key prefix: anything with drop()), `make(place)`
+ * opens a store there: { store, place, close }. close() closes the store (which
+ * ends only what the store made itself), then drops the place; a store that
+ * fails to open drops the place too, and its error stands.
+ * @template P
+ * @param {() => Promise<P & { drop: () => Promise<void> }>} fresh
+ * @param {(place: P) => Promise<any>} make
+ */
+export function freshStore(fresh, make) {
+  return async () => {
+    const place = await fresh();
+    try {
+      const store = await make(place);
+      return {
+        store,
+        place,
+        async close() {
+          await store.close();
+          await place.drop();
+        },
+      };
+    } catch (e) {
+      await place.drop();
+      throw e;
+    }
+  };
+}
+
+/**
  * Registers the suite.
  * @param {string} label
  * @param {{ skip?: string | false, open: () => Promise<{ store: any, close: () => Promise<void> }> }} backend
