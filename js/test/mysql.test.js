@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import mysql from 'mysql2/promise';
 import { IntentkeyError, createGuard, jsonResponse, mysqlStore } from '../src/index.js';
 import { mysqlStore as mysqlOnly } from '../src/stores/mysql.js';
-import { coreSchema, migrationFlow, sqlDuplicateKeyError, sqlStatements } from '../src/stores/schema.js';
+import { coreSchema, migrationFlow, sqlDuplicateKeyError, sqlErrorClass, sqlStatements } from '../src/stores/schema.js';
 import { MYSQL_URL, adminConnection, freshDatabase, mysqlAvailability, urlOf } from './support/mysql.js';
 import { freshStore, storeSuite, witRecord } from './support/store-suite.js';
 import { CONTENDERS, ownerRace, recoveryRace } from './support/race.js';
@@ -152,6 +152,12 @@ describe('MySQL store', { skip }, () => {
     const sql = sqlStatements('mysql');
     assert.equal(sqlDuplicateKeyError('mysql'), 1062);
     assert.equal(sqlDuplicateKeyError('postgres'), undefined);
+    // One table of server error codes, the core's, for every host.
+    assert.deepEqual(
+      [1062, 1213, 2013, 1927, 1406, undefined, -111].map((c) => sqlErrorClass('mysql', c)),
+      ['duplicate-key', 'retryable', 'connection-lost', 'connection-lost', 'failed', 'failed', 'failed'],
+    );
+    assert.equal(sqlErrorClass('postgres', 1213), 'failed');
     assert.equal(sql.claim, undefined);
     assert.equal(sql['complete-fast'], undefined);
     for (const st of Object.values(sql)) {

@@ -76,6 +76,10 @@ def test_the_mysql_dialect() -> None:
     assert schema.sql_duplicate_key_error("mysql") == 1062
     assert schema.sql_duplicate_key_error("postgres") is None
     assert schema.sql_duplicate_key_error("sqlite") is None
+    # One table of server error codes, the core's, for every host.
+    assert [schema.sql_error_class("mysql", c) for c in (1062, 1213, 2013, 1927, 1406)] == [
+        "duplicate-key", "retryable", "connection-lost", "connection-lost", "failed"]
+    assert schema.sql_error_class("postgres", 1213) == "failed"
     for dialect in ("sqlite", "postgres"):
         for s in schema.sql_statements(dialect).values():
             assert s.binds == tuple(range(len(s.params))), (dialect, s.name)

@@ -198,6 +198,15 @@ impl schema::Guest for Component {
         dialect_in(dialect).duplicate_key_error()
     }
 
+    fn sql_classify_error(dialect: schema::SqlDialect, code: u16) -> schema::SqlErrorClass {
+        match dialect_in(dialect).error_class(code) {
+            sql::ErrorClass::DuplicateKey => schema::SqlErrorClass::DuplicateKey,
+            sql::ErrorClass::ConnectionLost => schema::SqlErrorClass::ConnectionLost,
+            sql::ErrorClass::Retryable => schema::SqlErrorClass::Retryable,
+            sql::ErrorClass::Failed => schema::SqlErrorClass::Failed,
+        }
+    }
+
     fn sql_insert_params(r: t::Record) -> Vec<schema::SqlValue> {
         values_out(sql::insert_params(&core::Record::from(r)))
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use intentkey::claim::ddl::MYSQL_KEY_CHARS;
 use intentkey::claim::migrate::{MigrationOp, MigrationResult};
-use intentkey::claim::sql::{self, Dialect, Kind, Statements, Value};
+use intentkey::claim::sql::{self, Dialect, ErrorClass, Kind, Statements, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use mysql::consts::{CapabilityFlags, ColumnType};
 use mysql::prelude::Queryable;
@@ -28,16 +28,14 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The most connections one store keeps open.
 const MAX_CONNECTIONS: usize = 16;
 
-/// A server error as the store reports it: retryable when the connection
-/// was lost, a lock wait timed out, InnoDB chose this statement as a
-/// deadlock's victim or the server has too many connections (nothing was
-/// written), else fatal.
+/// A server error as the store reports it, by the core's class of its code
+/// ([`Dialect::error_class`]): retryable when the connection was lost or a
+/// retry may pass (nothing was written), else fatal.
 pub(crate) fn server_error(code: u16, message: &str) -> StoreError {
     let text = format!("mysql: {message} ({code})");
-    if CONNECTION_LOST.contains(&code) || matches!(code, 1040 | 1205 | 1213) {
-        StoreError::retryable(text)
-    } else {
-        StoreError::fatal(text)
+    match Dialect::Mysql.error_class(code) {
+        ErrorClass::ConnectionLost | ErrorClass::Retryable => StoreError::retryable(text),
+        ErrorClass::DuplicateKey | ErrorClass::Failed => StoreError::fatal(text),
     }
 }
 
@@ -62,15 +60,12 @@ pub struct MysqlStore {
     url: String,
 }
 
-/// Server errors that end the connection: the server is shutting down
-/// (1053), the connection was killed (MariaDB 1927) or timed out (MySQL
-/// 4031), the server went away or the connection was lost (2006, 2013).
-pub(crate) const CONNECTION_LOST: [u16; 5] = [1053, 1927, 2006, 2013, 4031];
-
 /// Whether `e` leaves the connection unusable: it is closed, not pooled.
 fn connection_lost(e: &mysql::Error) -> bool {
     match e {
-        mysql::Error::MySqlError(m) => CONNECTION_LOST.contains(&m.code),
+        mysql::Error::MySqlError(m) => {
+            Dialect::Mysql.error_class(m.code) == ErrorClass::ConnectionLost
+        }
         e => e.is_connectivity_error(),
     }
 }
@@ -303,7 +298,7 @@ impl Store for MysqlStore {
         match inserted {
             Ok(n) => Ok(n == 1),
             Err(mysql::Error::MySqlError(e))
-                if Some(e.code) == Dialect::Mysql.duplicate_key_error() =>
+                if Dialect::Mysql.error_class(e.code) == ErrorClass::DuplicateKey =>
             {
                 Ok(false)
             }

@@ -18,7 +18,7 @@
 // claim flow through the `flows` resource (no sequencing here).
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { TRUSTED, migrationFlow, sqlDecodeRow, sqlDuplicateKeyError, sqlParams, sqlStatements, storeError } from './schema.js';
+import { TRUSTED, migrationFlow, sqlDecodeRow, sqlDuplicateKeyError, sqlErrorClass, sqlParams, sqlStatements, storeError } from './schema.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
@@ -36,14 +36,6 @@ const CLIENT_FOUND_ROWS = 0x2;
 // LONG, LONGLONG, INT24, YEAR). mysql2 reads a column of the binary character
 // set (LONGBLOB) as a Buffer and every other text column as a string.
 const INTEGERS = new Set([1, 2, 3, 8, 9, 13]);
-
-// Server errors a retry may get past, as node-postgres's store maps 40P01,
-// 53300 and 57P01: 1203 (too many connections for the user), 1205 (lock wait
-// timeout), 1927 (MariaDB: connection killed), 4031 (MySQL 8: disconnected for
-// inactivity). A connection exception (SQLSTATE 08…, with 1040 too many
-// connections and 1053 shutdown) and a deadlock (40001, 1213) are retryable by
-// their SQLSTATE.
-const RETRYABLE = new Set([1203, 1205, 1927, 4031]);
 
 /**
  * A cast that reads every column as mysql2 does by default: a caller's pool may
@@ -109,15 +101,16 @@ function rowValues(row, fields) {
 
 /**
  * mysql2's error as a store error: no server error (a refused, lost or timed-out
- * connection, a closed pool), a connection exception (SQLSTATE 08…), a deadlock
- * (40001) or one of RETRYABLE is retryable; anything else failed. The message is
+ * connection, a closed pool) is retryable, and a server error is what the core's
+ * table says of its code (sqlErrorClass: a lost connection, a deadlock, a lock
+ * wait timeout, too many connections are retryable); anything else failed. The message is
  * the driver's (the server's text, which names the user, never the password).
  */
 function failure(e) {
   if (e instanceof IntentkeyError) return e; // the core's own (a parameter it refused): as it is
   const state = typeof e?.sqlState === 'string' && /^[0-9A-Z]{5}$/.test(e.sqlState) ? e.sqlState : '';
   const message = e instanceof Error ? e.message || String(e.code ?? e.name) : String(e);
-  const unavailable = state === '' || state.startsWith('08') || state === '40001' || RETRYABLE.has(e.errno);
+  const unavailable = state === '' || ['connection-lost', 'retryable'].includes(sqlErrorClass('mysql', e.errno));
   return storeError(unavailable ? 'unavailable' : 'failed', state ? `mysql: ${e.errno} (${state}): ${message}` : `mysql: ${message}`, e);
 }
 

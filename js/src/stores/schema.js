@@ -90,6 +90,17 @@ export function sqlDuplicateKeyError(dialect) {
 }
 
 /**
+ * What the server error `code` means under `dialect`, by the core's one table
+ * (WIT sql-classify-error): 'duplicate-key', 'connection-lost' (retryable; close
+ * the connection), 'retryable' (the connection is fine) or 'failed'. Every code of
+ * a dialect without numbered errors is 'failed'.
+ */
+export function sqlErrorClass(dialect, code) {
+  if (!Number.isInteger(code) || code < 0 || code > 0xffff) return 'failed';
+  return internal.rawSchema((s) => s.sqlClassifyError(dialect, code));
+}
+
+/**
  * The core's parameters (WIT sql-values: { tag: 'null' | 'integer' | 'text' |
  * 'bytes', val }) of the statement for a store operation: `insert` (a WIT record),
  * `get` (a key), `complete` (a completion), `replace` (a replacement), `release`

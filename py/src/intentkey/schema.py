@@ -56,6 +56,7 @@ __all__ = [
     "sql_decode_claim",
     "sql_decode_row",
     "sql_duplicate_key_error",
+    "sql_error_class",
     "sql_get_params",
     "sql_insert_params",
     "sql_list_params",
@@ -215,6 +216,22 @@ def sql_duplicate_key_error(dialect: str) -> Optional[int]:
         return (None if code is None else int(code),)
 
     found: Tuple[Optional[int]] = _cached(("sql-duplicate-key-error", dialect), make)
+    return found[0]
+
+
+def sql_error_class(dialect: str, code: int) -> str:
+    """What the server error `code` means under `dialect`, by the core's one
+    table (WIT ``sql-classify-error``): ``duplicate-key``, ``connection-lost``
+    (retryable; close the connection), ``retryable`` (the connection is fine)
+    or ``failed``. Every code of a dialect without numbered errors is
+    ``failed``."""
+    if not 0 <= code <= 0xFFFF:
+        return "failed"
+
+    def make() -> Tuple[str]:
+        return (str(_call("sql-classify-error", _dialect(dialect), code)),)
+
+    found: Tuple[str] = _cached(("sql-classify-error", dialect, code), make)
     return found[0]
 
 

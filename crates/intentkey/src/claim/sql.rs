@@ -141,6 +141,36 @@ impl Dialect {
         }
     }
 
+    /// What the server error `code` means, for a dialect whose server
+    /// reports numbered errors (MySQL and MariaDB, server and client codes):
+    /// one table every host reads, so a Rust, Node and Python store retry
+    /// the same errors. Every code of the other dialects is
+    /// [`ErrorClass::Failed`] (their hosts read SQLSTATEs and driver errors).
+    ///
+    /// ```
+    /// use intentkey::claim::sql::{Dialect, ErrorClass};
+    /// assert_eq!(Dialect::Mysql.error_class(1062), ErrorClass::DuplicateKey);
+    /// assert_eq!(Dialect::Mysql.error_class(1213), ErrorClass::Retryable);
+    /// assert_eq!(Dialect::Mysql.error_class(2013), ErrorClass::ConnectionLost);
+    /// assert_eq!(Dialect::Mysql.error_class(1406), ErrorClass::Failed);
+    /// ```
+    pub fn error_class(self, code: u16) -> ErrorClass {
+        if self != Dialect::Mysql {
+            return ErrorClass::Failed;
+        }
+        match code {
+            MYSQL_DUPLICATE_KEY => ErrorClass::DuplicateKey,
+            // Server shutdown, connection killed (MariaDB), disconnected for
+            // inactivity (MySQL 8); every client error (2000-2999: refused,
+            // gone away, lost during a query).
+            1053 | 1927 | 4031 | 2000..=2999 => ErrorClass::ConnectionLost,
+            // Too many connections (server, user), lock wait timeout,
+            // deadlock victim, query interrupted.
+            1040 | 1203 | 1205 | 1213 | 1317 => ErrorClass::Retryable,
+            _ => ErrorClass::Failed,
+        }
+    }
+
     /// `name` as a quoted identifier of this dialect: `"name"` (`"`
     /// doubled), or MySQL's `` `name` `` (`` ` `` doubled).
     ///
@@ -173,6 +203,34 @@ impl Dialect {
         match schema {
             None => Ok(bare),
             Some(s) => Ok(format!("{}.{bare}", self.quote_identifier(s)?)),
+        }
+    }
+}
+
+/// What a server error code means to a store ([`Dialect::error_class`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The `insert` lost to an existing key: "not inserted", not an error.
+    DuplicateKey,
+    /// The connection is gone (killed, timed out, the server shut down or
+    /// went away): retryable, and the connection is closed, not reused.
+    ConnectionLost,
+    /// Nothing was written and a retry may get past it (a lock wait timed
+    /// out, a deadlock's victim, too many connections, an interrupted
+    /// query); the connection is fit for the next statement.
+    Retryable,
+    /// Anything else: `store-failed`.
+    Failed,
+}
+
+impl ErrorClass {
+    /// `duplicate-key`, `connection-lost`, `retryable` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::DuplicateKey => "duplicate-key",
+            ErrorClass::ConnectionLost => "connection-lost",
+            ErrorClass::Retryable => "retryable",
+            ErrorClass::Failed => "failed",
         }
     }
 }
@@ -952,6 +1010,9 @@ mod tests {
             .ends_with("FROM `we``ird`.`intentkey_schema_migrations`"));
         assert_eq!(Dialect::Mysql.duplicate_key_error(), Some(1062));
         assert_eq!(Dialect::Postgres.duplicate_key_error(), None);
+        assert_eq!(Dialect::Mysql.error_class(1927), ErrorClass::ConnectionLost);
+        assert_eq!(Dialect::Mysql.error_class(1317), ErrorClass::Retryable);
+        assert_eq!(Dialect::Postgres.error_class(1062), ErrorClass::Failed);
         // Text in quotes is never a placeholder.
         assert_eq!(
             positional("a = '?1' AND `?2` = ?3"),

@@ -4,7 +4,7 @@
 //! npm and Python stores run. Rust, Node and Python services can share a
 //! database.
 
-use intentkey::claim::sql::{self, Dialect, Kind, Statements, Value};
+use intentkey::claim::sql::{self, Dialect, ErrorClass, Kind, Statements, Value};
 use intentkey::claim::{Completion, Record, Release, Replacement, Status};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row};
@@ -128,7 +128,7 @@ impl AsyncStore for AsyncMysqlStore {
             match self.run(Kind::Insert, &sql::insert_params(&record)).await {
                 Ok(n) => Ok(n == 1),
                 Err(mysql_async::Error::Server(e))
-                    if Some(e.code) == Dialect::Mysql.duplicate_key_error() =>
+                    if Dialect::Mysql.error_class(e.code) == ErrorClass::DuplicateKey =>
                 {
                     Ok(false)
                 }

@@ -63,14 +63,6 @@ KEY_CHARS = 255
 #: An idle connection unused for longer than this is pinged before it is used.
 _PING_AFTER = 30.0
 
-# Server errors a retry may get past: too many connections (1040), server
-# shutdown (1053), too many connections for the user (1203), lock wait
-# timeout (1205), deadlock (1213), query interrupted (1317), connection
-# killed (1927, MariaDB), disconnected for inactivity (4031, MySQL 8). Client
-# errors (2000-2999: refused, lost, gone away) are retryable too.
-_RETRYABLE = frozenset({1040, 1053, 1203, 1205, 1213, 1317, 1927, 4031})
-# Server errors after which the connection is not reused.
-_CONNECTION_GONE = frozenset({1053, 1927, 4031})
 
 _SCHEMES = ("mysql", "mariadb")
 
@@ -122,9 +114,10 @@ def _code(e: BaseException) -> Optional[int]:
 
 def _failure(e: BaseException) -> StoreError:
     """PyMySQL's error as a store error: a refused, lost or closed connection
-    (client errors 2000-2999, ``InterfaceError``, ``OSError``) or a server
-    error a retry may get past (``_RETRYABLE``) is ``unavailable``; anything
-    else ``failed``. The message is the driver's (the server's text names the
+    (``InterfaceError``, ``OSError``) or an error code the core's table calls
+    a lost connection or retryable (:func:`intentkey.schema.sql_error_class`:
+    client errors 2000-2999, a deadlock, a lock wait timeout, too many
+    connections…) is ``unavailable``; anything else ``failed``. The message is the driver's (the server's text names the
     user, never the password)."""
     code = _code(e)
     args: Tuple[Any, ...] = tuple(e.args)
@@ -136,7 +129,7 @@ def _failure(e: BaseException) -> StoreError:
     if isinstance(e, (pymysql.err.InterfaceError, OSError)):
         unavailable = True
     elif code is not None and code != 0:
-        unavailable = 2000 <= code < 3000 or code in _RETRYABLE
+        unavailable = sch.sql_error_class("mysql", code) in ("connection-lost", "retryable")
     else:
         unavailable = isinstance(e, pymysql.err.OperationalError)
     where = f"mysql: {code}: " if code else "mysql: "
@@ -150,7 +143,8 @@ def _reusable(e: BaseException) -> bool:
     that is not the server's answer (an interrupted read) it is not."""
     code = _code(e)
     return (isinstance(e, pymysql.err.MySQLError) and not isinstance(e, pymysql.err.InterfaceError)
-            and code is not None and 0 < code < 2000 and code not in _CONNECTION_GONE)
+            and code is not None and 0 < code
+            and sch.sql_error_class("mysql", code) != "connection-lost")
 
 
 def _close_quietly(conn: Any) -> None:
