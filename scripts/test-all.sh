@@ -29,6 +29,13 @@ logged() {
     return "${PIPESTATUS[0]}"
 }
 
+# A real Redis Cluster (3 masters, 3 replicas on 127.0.0.1:7000-7005) for the
+# cluster store tests in every host, stopped when this script ends; the
+# failover test makes one of its own on 7100-7105.
+bash scripts/redis-cluster.sh start
+trap 'bash scripts/redis-cluster.sh stop' EXIT
+export INTENTKEY_REDIS_CLUSTER="redis+cluster://127.0.0.1:7000"
+
 step "format" cargo fmt --all -- --check
 step "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "clippy (the component, for wasm32)" cargo clippy --locked -p intentkey-component --target wasm32-unknown-unknown -- -D warnings

@@ -67,8 +67,8 @@ queueSuite('BullMQ', {
   },
 });
 
-test('BullMQ kill trials (the records in Redis beside the queue): 170 jobs, at least 100 workers SIGKILLed after the effect or after the completion, before the ack; 0 duplicates, 0 lost', { skip, timeout: 480_000 }, async () => {
-  const r = await runTrials({ queue: 'bullmq', mode: 'intentkey', trials: 170, workers: 4, concurrency: 3, guardStore: 'redis' });
+test('BullMQ kill trials (the records in Redis beside the queue): 220 jobs, at least 100 workers SIGKILLed after the effect or after the completion, before the ack; 0 duplicates, 0 lost', { skip, timeout: 480_000 }, async () => {
+  const r = await runTrials({ queue: 'bullmq', mode: 'intentkey', trials: 220, workers: 4, concurrency: 3, guardStore: 'redis' });
   console.log(`queue kill trials: ${describeTrials(r)}`);
   assertNoDuplicateNoLoss(r, 100);
 });

@@ -139,29 +139,62 @@ impl schema::Guest for Component {
         core::redis::BATCH
     }
 
-    fn redis_insert(prefix: String, r: t::Record) -> schema::RedisCall {
-        let r = core::Record::from(r);
-        redis_call(&prefix, "insert", &r.key, core::redis::insert_args(&r))
+    fn redis_check_layout(layout: schema::RedisLayout) -> Result<(), t::Error> {
+        redis_layout(&layout).map(drop)
     }
 
-    fn redis_complete(prefix: String, c: t::Completion) -> schema::RedisCall {
-        let c = core::Completion::from(c);
-        redis_call(&prefix, "complete", &c.key, core::redis::complete_args(&c))
+    fn redis_cluster_buckets() -> u32 {
+        u32::from(core::redis::CLUSTER_BUCKETS)
     }
 
-    fn redis_replace(prefix: String, r: t::Replacement) -> schema::RedisCall {
-        let r = core::Replacement::from(r);
-        redis_call(
-            &prefix,
-            "replace",
-            &r.record.key,
-            core::redis::replace_args(&r),
-        )
+    fn redis_record_key(layout: schema::RedisLayout, key: String) -> String {
+        redis_layout_unchecked(&layout).record_key(&key)
     }
 
-    fn redis_release(prefix: String, r: t::ReleaseRequest) -> schema::RedisCall {
-        let r = core::Release::from(r);
-        redis_call(&prefix, "release", &r.key, core::redis::release_args(&r))
+    fn redis_insert(layout: schema::RedisLayout, r: t::Record) -> schema::RedisCall {
+        redis_write(&layout, &core::Op::Insert(r.into()))
+    }
+
+    fn redis_complete(layout: schema::RedisLayout, c: t::Completion) -> schema::RedisCall {
+        redis_write(&layout, &core::Op::Complete(c.into()))
+    }
+
+    fn redis_replace(layout: schema::RedisLayout, r: t::Replacement) -> schema::RedisCall {
+        redis_write(&layout, &core::Op::Replace(r.into()))
+    }
+
+    fn redis_release(layout: schema::RedisLayout, r: t::ReleaseRequest) -> schema::RedisCall {
+        redis_write(&layout, &core::Op::Release(r.into()))
+    }
+
+    fn redis_list(
+        layout: schema::RedisLayout,
+        status: Option<t::Status>,
+        limit: u32,
+    ) -> Vec<schema::RedisCall> {
+        redis_layout_unchecked(&layout)
+            .list(status.map(core::Status::from), limit)
+            .into_iter()
+            .map(schema::RedisCall::from)
+            .collect()
+    }
+
+    fn redis_listed(limit: u32, replies: Vec<Vec<String>>) -> Result<Vec<t::Record>, t::Error> {
+        core::redis::listed(limit, &replies)
+            .map(|records| records.into_iter().map(t::Record::from).collect())
+            .map_err(t::Error::from)
+    }
+
+    fn redis_purge(layout: schema::RedisLayout, now: i64) -> Vec<schema::RedisCall> {
+        redis_layout_unchecked(&layout)
+            .purge(now)
+            .into_iter()
+            .map(schema::RedisCall::from)
+            .collect()
+    }
+
+    fn redis_check_replicas(wanted: u32, acked: i64) -> Result<(), t::Error> {
+        core::redis::check_replicas(wanted, acked).map_err(t::Error::from)
     }
 
     fn redis_decode(key: String, value: String) -> Result<t::Record, t::Error> {
@@ -338,11 +371,36 @@ fn values_in(values: Vec<schema::SqlValue>) -> Vec<sql::Value> {
         .collect()
 }
 
+/// The core's layout of a WIT one; `invalid-argument` for a prefix it cannot use.
+pub(crate) fn redis_layout(layout: &schema::RedisLayout) -> Result<core::redis::Layout, t::Error> {
+    core::redis::Layout::new(&layout.prefix, layout.cluster).map_err(t::Error::from)
+}
+
+/// The layout for a call that cannot answer an error (a host checks its
+/// layout once, with `redis-check-layout`, before its first call).
+fn redis_layout_unchecked(layout: &schema::RedisLayout) -> core::redis::Layout {
+    core::redis::Layout::unchecked(&layout.prefix, layout.cluster)
+}
+
 /// A write script's call: the record's keys (record, indexes, expiry) and its arguments.
-fn redis_call(prefix: &str, script: &str, key: &str, args: Vec<String>) -> schema::RedisCall {
-    schema::RedisCall {
-        script: script.to_owned(),
-        keys: core::redis::keys(prefix, key).into(),
-        args,
+fn redis_write(layout: &schema::RedisLayout, op: &core::Op) -> schema::RedisCall {
+    let call = redis_layout_unchecked(layout).write(op);
+    call.map_or_else(
+        || schema::RedisCall {
+            script: String::new(),
+            keys: Vec::new(),
+            args: Vec::new(),
+        },
+        schema::RedisCall::from,
+    )
+}
+
+impl From<core::redis::Call> for schema::RedisCall {
+    fn from(c: core::redis::Call) -> Self {
+        schema::RedisCall {
+            script: c.script.to_owned(),
+            keys: c.keys,
+            args: c.args,
+        }
     }
 }

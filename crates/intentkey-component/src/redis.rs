@@ -1,6 +1,6 @@
 //! The `redis` export: the core's claim and finish flows over Redis, held
 //! inside the instance between the host's round trips. Each step names the
-//! core's command for the flow's operation (`claim::redis::command`), and
+//! core's command for the flow's operation (`claim::redis::Layout::command`), and
 //! the host's reply is read back by the core (`claim::redis::op_result`);
 //! the answers are packed as `memory-store`'s packed calls are.
 
@@ -30,9 +30,10 @@ enum Pending {
     Finish(core::FinishFlow),
 }
 
-/// The flows in progress under one prefix, by id.
+/// The flows in progress over one layout, by id.
 pub(crate) struct RedisFlows {
-    prefix: String,
+    /// The layout, or the error that refused it (every start answers it).
+    layout: Result<layout::Layout, t::Error>,
     pending: RefCell<HashMap<u32, (Pending, core::Op)>>,
     next: Cell<u32>,
 }
@@ -51,7 +52,8 @@ impl RedisFlows {
     /// reply is the integer 1 (its own answer to that reply, worked out
     /// now on a copy), so that the host need not resume it for one.
     fn wait(&self, id: u32, pending: Pending, op: core::Op) -> Result<Packed, t::Error> {
-        let command = layout::command(&self.prefix, &op).ok_or_else(|| {
+        let layout = self.layout.as_ref().map_err(Clone::clone)?;
+        let command = layout.command(&op).ok_or_else(|| {
             misuse(format!(
                 "a claim or finish over Redis asked for {}",
                 op.as_str()
@@ -159,9 +161,9 @@ fn reply_in(reply: &Reply) -> Result<layout::Reply<'_>, t::Error> {
 }
 
 impl GuestRedisFlows for RedisFlows {
-    fn new(prefix: String) -> Self {
+    fn new(layout: wit::RedisLayout) -> Self {
         RedisFlows {
-            prefix,
+            layout: crate::decisions::redis_layout(&layout),
             pending: RefCell::new(HashMap::new()),
             next: Cell::new(0),
         }

@@ -281,6 +281,46 @@ fn operations_on_mysql() {
     admin.query_drop(format!("DROP DATABASE `{db}`")).unwrap();
 }
 
+/// The same on a Redis Cluster (`redis+cluster://`, started by
+/// `scripts/redis-cluster.sh`; `INTENTKEY_REDIS_CLUSTER` names another),
+/// under a prefix of this test's own, whose keys are deleted at the end.
+#[test]
+fn operations_on_redis_cluster() {
+    let base = std::env::var("INTENTKEY_REDIS_CLUSTER")
+        .unwrap_or_else(|_| "redis+cluster://127.0.0.1:7000".to_owned());
+    let node = base.replacen("redis+cluster://", "redis://", 1);
+    let node = node.split([',', '?']).next().unwrap_or_default().to_owned();
+    let mut admin = match redis::cluster::ClusterClient::new(vec![node.as_str()])
+        .and_then(|c| c.get_connection())
+    {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true and no Redis Cluster at {base} (scripts/redis-cluster.sh start): {e}"
+            );
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIPPED: operations_on_redis_cluster: no Redis Cluster at {base} ({e}); outside CI only"
+            );
+            return;
+        }
+    };
+    let prefix = format!("ik-rs-cli-{}", std::process::id());
+    let url = format!("{base}?prefix={prefix}");
+    operations(&url);
+    concurrent_recoverers(&url);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{{{prefix}:*"))
+        .query(&mut admin)
+        .unwrap();
+    assert!(!keys.is_empty(), "the records were in the cluster layout");
+    for key in keys {
+        let _: i64 = redis::cmd("DEL").arg(key).query(&mut admin).unwrap();
+    }
+}
+
 #[test]
 fn unknown_store_urls_are_refused_clearly() {
     let out = Command::new(env!("CARGO_BIN_EXE_intentkey"))

@@ -1,5 +1,5 @@
 //! A guarded intent against the statements it cannot do without, on SQLite,
-//! PostgreSQL, MySQL/MariaDB and Redis.
+//! PostgreSQL, MySQL/MariaDB, Redis and a Redis Cluster.
 //!
 //! `cargo bench -p intentkey-store --bench store` (PostgreSQL at
 //! 127.0.0.1:5432, database `test`; MariaDB or MySQL at 127.0.0.1:3306, root,
@@ -9,7 +9,10 @@
 //! server-wide, so its "non-durable connection" is a second plain one). Redis's
 //! floor is `SET … NX` then `SET … XX` (no script, no index, no fencing);
 //! its "non-durable connection" is a second connection (Redis has no
-//! per-write durability), and its round trip is `PING`.
+//! per-write durability), and its round trip is `PING`. The cluster (the
+//! test script's, `bash scripts/redis-cluster.sh start`, or
+//! `INTENTKEY_REDIS_CLUSTER`) has the same floor through the cluster client,
+//! each key on the master of its slot.
 //!
 //! Per intent, one at a time:
 //! - (a) the two-commit floor: a bare `INSERT … ON CONFLICT DO NOTHING` and a
@@ -289,13 +292,13 @@ fn mysql_setup() -> Option<(String, String, MysqlFloor)> {
 /// Redis's floor: a bare `SET NX` (the claim without its index) and a bare
 /// `SET XX` (the completion without its fence), on connections of its own.
 struct RedisFloor {
-    conn: redis::Connection,
-    fast: redis::Connection,
+    conn: Box<dyn redis::ConnectionLike>,
+    fast: Box<dyn redis::ConnectionLike>,
     prefix: String,
 }
 
 impl RedisFloor {
-    fn set(conn: &mut redis::Connection, key: &str, mode: &str) {
+    fn set(conn: &mut dyn redis::ConnectionLike, key: &str, mode: &str) {
         let ok: Option<String> = redis::cmd("SET")
             .arg(key)
             .arg("ik1 in_flight 0123456789abcdef0123456789abcdef 1700000000 0 - -\n[\"fp\",\"t\",\"a\"]\n")
@@ -309,28 +312,28 @@ impl RedisFloor {
 impl Floor for RedisFloor {
     fn insert(&mut self, key: &str) {
         Self::set(
-            &mut self.conn,
+            self.conn.as_mut(),
             &format!("{}:floor:{key}", self.prefix),
             "NX",
         );
     }
     fn update(&mut self, key: &str) {
         Self::set(
-            &mut self.conn,
+            self.conn.as_mut(),
             &format!("{}:floor:{key}", self.prefix),
             "XX",
         );
     }
     fn update_fast(&mut self, key: &str) {
         Self::set(
-            &mut self.fast,
+            self.fast.as_mut(),
             &format!("{}:floor:{key}", self.prefix),
             "XX",
         );
     }
     fn round_trip(&mut self) {
-        let pong: String = redis::cmd("PING").query(&mut self.conn).unwrap();
-        assert_eq!(pong, "PONG");
+        let pong: redis::Value = redis::cmd("PING").query(self.conn.as_mut()).unwrap();
+        assert!(!matches!(pong, redis::Value::ServerError(_)), "{pong:?}");
     }
 }
 
@@ -348,7 +351,74 @@ fn redis_setup() -> Option<(String, String, RedisFloor)> {
     };
     let prefix = format!("ik-bench-{}", std::process::id());
     let url = format!("{REDIS_BASE}?prefix={prefix}");
-    Some((prefix.clone(), url, RedisFloor { conn, fast, prefix }))
+    Some((
+        prefix.clone(),
+        url,
+        RedisFloor {
+            conn: Box::new(conn),
+            fast: Box::new(fast),
+            prefix,
+        },
+    ))
+}
+
+/// The Redis Cluster of the test script (`scripts/redis-cluster.sh start`;
+/// `INTENTKEY_REDIS_CLUSTER` names another).
+fn redis_cluster_url() -> String {
+    std::env::var("INTENTKEY_REDIS_CLUSTER")
+        .unwrap_or_else(|_| "redis+cluster://127.0.0.1:7000".to_owned())
+}
+
+fn redis_cluster_client() -> redis::RedisResult<redis::cluster::ClusterClient> {
+    let url = redis_cluster_url();
+    let nodes = url.replacen("redis+cluster://", "", 1);
+    let nodes = nodes.split(['?', '/']).next().unwrap_or_default();
+    redis::cluster::ClusterClient::new(nodes.split(',').map(|n| format!("redis://{n}")))
+}
+
+/// The cluster's prefix, store URL and floor (`SET NX` + `SET XX` through
+/// the cluster client, each key on the master of its slot); `None` when
+/// there is no cluster.
+fn redis_cluster_setup() -> Option<(String, String, RedisFloor)> {
+    let connect = || redis_cluster_client().and_then(|c| c.get_connection());
+    let (conn, fast) = match (connect(), connect()) {
+        (Ok(conn), Ok(fast)) => (conn, fast),
+        (Err(e), _) | (_, Err(e)) => {
+            println!(
+                "SKIPPED: Redis Cluster benchmarks: none at {} ({e}); bash scripts/redis-cluster.sh start",
+                redis_cluster_url()
+            );
+            return None;
+        }
+    };
+    let prefix = format!("ik-bench-cluster-{}", std::process::id());
+    let url = format!("{}?prefix={prefix}", redis_cluster_url());
+    Some((
+        prefix.clone(),
+        url,
+        RedisFloor {
+            conn: Box::new(conn),
+            fast: Box::new(fast),
+            prefix,
+        },
+    ))
+}
+
+/// Deletes the cluster keys of this run: the floor's (`prefix:floor:…`) and
+/// the store's (`{prefix:NN}:…`), one key at a time.
+fn redis_cluster_cleanup(prefix: &str) {
+    let Ok(mut c) = redis_cluster_client().and_then(|c| c.get_connection()) else {
+        return;
+    };
+    for pattern in [format!("{prefix}:*"), format!("{{{prefix}:*")] {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(pattern)
+            .query(&mut c)
+            .unwrap_or_default();
+        for key in keys {
+            let _: Result<i64, _> = redis::cmd("DEL").arg(key).query(&mut c);
+        }
+    }
 }
 
 /// Deletes the keys under this run's prefix (never FLUSHDB).
@@ -759,6 +829,10 @@ fn main() {
         Some((prefix, url, floor)) => (Some(prefix), Some(open(&url).unwrap()), Some(floor)),
         None => (None, None, None),
     };
+    let (cluster_prefix, cluster_store, cluster_floor) = match redis_cluster_setup() {
+        Some((prefix, url, floor)) => (Some(prefix), Some(open(&url).unwrap()), Some(floor)),
+        None => (None, None, None),
+    };
     {
         let mut subjects = vec![sqlite_subject(sqlite.as_ref(), &path)];
         if let (Some(store), Some(floor)) = (pg_store.as_ref(), pg_floor) {
@@ -778,6 +852,13 @@ fn main() {
         if let (Some(store), Some(floor)) = (redis_store.as_ref(), redis_floor) {
             subjects.push(Subject {
                 name: "Redis 7.0 (loopback, no persistence)",
+                floor: Box::new(floor),
+                store: store.as_ref(),
+            });
+        }
+        if let (Some(store), Some(floor)) = (cluster_store.as_ref(), cluster_floor) {
+            subjects.push(Subject {
+                name: "Redis 7.0 Cluster (3 masters + 3 replicas, loopback)",
                 floor: Box::new(floor),
                 store: store.as_ref(),
             });
@@ -808,6 +889,10 @@ fn main() {
     }
     if let Some(prefix) = redis_prefix {
         redis_cleanup(&prefix);
+    }
+    drop(cluster_store);
+    if let Some(prefix) = cluster_prefix {
+        redis_cluster_cleanup(&prefix);
     }
     if let Some(schema) = pg_schema {
         if let Ok(mut client) = postgres::Client::connect(PG_BASE, postgres::NoTls) {

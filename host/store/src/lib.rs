@@ -316,7 +316,9 @@ pub(crate) fn migrate<E: From<StoreError>>(
 /// Opens a store by URL: `memory:`, `sqlite:PATH`, `postgres://…`,
 /// `mysql://user[:password]@host:port/database` or
 /// `redis://[user:password@]host:port[/db][?prefix=P]` (every key the Redis
-/// store writes starts with `P:`; default `intentkey`).
+/// store writes starts with `P:`; default `intentkey`) or
+/// `redis+cluster://host:port[,host:port…][?prefix=P]` (a Redis Cluster;
+/// see [`RedisStore::connect`] for `wait=N`).
 ///
 /// `sqlite:` needs the cargo feature `sqlite` (on by default),
 /// `postgres://` the feature `postgres`, `mysql://` the feature `mysql` and
@@ -334,13 +336,17 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
         open_sqlite(path)
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         open_postgres(url)
-    } else if url.starts_with("redis://") || url.starts_with("rediss://") {
+    } else if url.starts_with("redis://")
+        || url.starts_with("rediss://")
+        || url.starts_with("redis+cluster://")
+        || url.starts_with("rediss+cluster://")
+    {
         open_redis(url)
     } else if url.starts_with("mysql://") {
         open_mysql(url)
     } else {
         Err(StoreError::fatal(format!(
-            "unknown store URL {:?}: use memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB or redis://HOST:PORT/DB",
+            "unknown store URL {:?}: use memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB, redis://HOST:PORT/DB or redis+cluster://HOST:PORT",
             redact_any(url)
         )))
     }

@@ -972,6 +972,43 @@ fn fast_completion_redis() {
 // The same on MySQL / MariaDB (a database of each test's own).
 
 #[test]
+fn recovery_race_redis_cluster_processes() {
+    let Some(p) = RedisPrefix::cluster("recovery_race_redis_cluster") else {
+        return;
+    };
+    recovery_race(&p.url(), "redis cluster recovery race");
+}
+
+#[test]
+fn superseded_owner_redis_cluster_processes() {
+    let Some(p) = RedisPrefix::cluster("superseded_owner_redis_cluster") else {
+        return;
+    };
+    superseded_owner(&p.url(), "redis cluster superseded owner");
+}
+
+#[test]
+fn not_due_redis_cluster_processes() {
+    let Some(p) = RedisPrefix::cluster("not_due_redis_cluster") else {
+        return;
+    };
+    let store = open(&p.url()).unwrap();
+    not_due(
+        &Runner::Child(p.url()),
+        store.as_ref(),
+        "redis cluster not due",
+    );
+}
+
+#[test]
+fn fast_completion_redis_cluster() {
+    let Some(p) = RedisPrefix::cluster("fast_completion_redis_cluster") else {
+        return;
+    };
+    fast_completion(&p.url(), "redis cluster fast completion");
+}
+
+#[test]
 fn recovery_race_mysql_processes() {
     let Some(db) = MysqlDb::new("recovery_race_mysql") else {
         return;

@@ -522,6 +522,58 @@ fn redis_store() {
     );
 }
 
+/// The conformance suite on the Redis Cluster (the cluster layout: each
+/// record and its bucket's indexes in one slot), and the records spread
+/// over every master.
+#[test]
+fn redis_cluster_store() {
+    let Some(prefix) = RedisPrefix::cluster("redis_cluster_store") else {
+        return;
+    };
+    outcomes(open(&prefix.url()).unwrap().as_ref());
+    let Some(prefix) = RedisPrefix::cluster("redis_cluster_store") else {
+        return;
+    };
+    let store = open(&prefix.url()).unwrap();
+    recovery(store.as_ref());
+    assert_eq!(
+        open(&prefix.url()).unwrap().list(None, 10).unwrap().len(),
+        4
+    );
+    // 200 records: on every master, each with its bucket's tag, and every
+    // one listed, inspected and purged through the store.
+    let guard = Guard::new(store.as_ref()).with_ttl(10);
+    for i in 0..200 {
+        guard
+            .run(
+                &attempt(&format!("spread-{i:03}"), "fp"),
+                1_700_000_000,
+                |_| Response::json(200, "{}"),
+            )
+            .unwrap();
+    }
+    let per_master = redis_db::keys_per_master(&format!("{{{}:*:rec:*", prefix.prefix));
+    assert_eq!(per_master.len(), 3, "three masters: {per_master:?}");
+    assert!(
+        per_master.iter().all(|&n| n > 0),
+        "records on every master: {per_master:?}"
+    );
+    assert_eq!(per_master.iter().sum::<usize>(), 204);
+    let done = store.list(Some(Status::Done), 1000).unwrap();
+    assert_eq!(done.len(), 202, "200 spread and 2 from the recovery suite");
+    assert!(done
+        .windows(2)
+        .all(|w| (w[0].created_at, &w[0].key) <= (w[1].created_at, &w[1].key)));
+    assert_eq!(store.list(Some(Status::Done), 7).unwrap(), done[..7]);
+    assert_eq!(store.purge(1_700_000_011).unwrap(), 200);
+    assert_eq!(
+        redis_db::keys_per_master(&format!("{{{}:*:rec:*", prefix.prefix))
+            .iter()
+            .sum::<usize>(),
+        4
+    );
+}
+
 const CONTENDERS: usize = 16;
 const KEYS: usize = 1000;
 
@@ -712,6 +764,23 @@ fn race_threads_redis_one_store() {
     assert_one_owner_per_key(&owned, store.as_ref(), "redis threads, one store");
 }
 
+/// The same on the Redis Cluster.
+#[test]
+fn race_threads_redis_cluster_one_store() {
+    let Some(prefix) = RedisPrefix::cluster("race_threads_redis_cluster") else {
+        return;
+    };
+    race_threads(&prefix.url(), "redis cluster threads");
+}
+
+#[test]
+fn race_processes_redis_cluster() {
+    let Some(prefix) = RedisPrefix::cluster("race_processes_redis_cluster") else {
+        return;
+    };
+    race_processes(&prefix.url(), "redis cluster processes");
+}
+
 #[test]
 fn race_processes_redis() {
     let Some(prefix) = RedisPrefix::new("race_processes_redis") else {
@@ -776,6 +845,14 @@ fn faults_kill_the_owner_between_effect_and_completion_redis() {
         return;
     };
     faults(&prefix.url(), "redis");
+}
+
+#[test]
+fn faults_kill_the_owner_between_effect_and_completion_redis_cluster() {
+    let Some(prefix) = RedisPrefix::cluster("faults_redis_cluster") else {
+        return;
+    };
+    faults(&prefix.url(), "redis cluster");
 }
 
 fn faults(url: &str, what: &str) {
@@ -1045,6 +1122,15 @@ fn redis_purge_runs_in_batches() {
 #[test]
 fn redis_node_and_rust_share_records() {
     let Some(p) = RedisPrefix::new("redis_interop") else {
+        return;
+    };
+    node_and_rust_share_records(&p.url(), "redis-interop.mjs", "ioredis");
+}
+
+/// The same on the Redis Cluster.
+#[test]
+fn redis_cluster_node_and_rust_share_records() {
+    let Some(p) = RedisPrefix::cluster("redis_cluster_interop") else {
         return;
     };
     node_and_rust_share_records(&p.url(), "redis-interop.mjs", "ioredis");

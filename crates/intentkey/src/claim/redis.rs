@@ -7,7 +7,9 @@
 //! share one Redis and the same records. `docs/store-schema.md` (section
 //! "Redis") describes it.
 //!
-//! Keys, under a configurable prefix ([`DEFAULT_PREFIX`]):
+//! Keys, under a configurable prefix ([`DEFAULT_PREFIX`]), on one server
+//! ([`Layout::single`]; a cluster's layout, [`Layout::cluster`], puts the
+//! same keys of each of its buckets under a hash tag `{prefix:NN}`):
 //!
 //! | key | type | holds |
 //! |---|---|---|
@@ -43,13 +45,17 @@
 //! let value = redis::encode(&record);
 //! assert!(value.starts_with(&format!("ik1 done {} 1700000000 0 - 1700000061\n", "ab".repeat(16))));
 //! assert_eq!(redis::decode("k1", &value)?, record);
-//! assert_eq!(redis::record_key("intentkey", "k1"), "intentkey:rec:k1");
+//! assert_eq!(redis::Layout::single("intentkey")?.record_key("k1"), "intentkey:rec:k1");
 //! assert!(redis::scripts().iter().any(|(name, source)| *name == "insert" && source.contains("'NX'")));
 //! # Ok::<(), intentkey::Error>(())
 //! ```
 
 use super::flow::{Completion, Op, OpResult, Release, Replacement};
 use super::record::{Record, Response, Status};
+
+mod layout;
+
+pub use layout::{check_replicas, listed, purge_again, Call, Layout, Shard, CLUSTER_BUCKETS};
 
 /// The key prefix when none is configured.
 pub const DEFAULT_PREFIX: &str = "intentkey";
@@ -73,7 +79,7 @@ macro_rules! prelude {
 /// The claim: `SET {rec} value NX` (no expiry) and the record's index, atomically.
 ///
 /// KEYS: record, index in_flight, index done, index needs_reconciliation,
-/// expiry index ([`keys`]). ARGV: [`insert_args`]. Returns 1 when this call
+/// expiry index ([`Layout::keys`]). ARGV: [`insert_args`]. Returns 1 when this call
 /// inserted, 0 when the key exists.
 pub const INSERT: &str = concat!(prelude!(), include_str!("../../schema/redis/insert.lua"));
 
@@ -114,7 +120,7 @@ pub const LIST: &str = concat!(prelude!(), include_str!("../../schema/redis/list
 pub const PURGE: &str = concat!(prelude!(), include_str!("../../schema/redis/purge.lua"));
 
 /// The claim of a driver that takes the winner in the same round trip
-/// ([`command`] sends it for [`Op::Insert`]): [`INSERT`], except that when
+/// ([`Layout::command`] sends it for [`Op::Insert`]): [`INSERT`], except that when
 /// the key exists it answers the record's value (read in the same script)
 /// instead of 0, so a repeat is one round trip and no `GET` follows.
 ///
@@ -228,29 +234,7 @@ pub enum Reply<'a> {
     Bulk(&'a str),
 }
 
-/// The command that performs `op` under `prefix`: the claim script for an
-/// insert (it answers the winner), the fenced scripts for the writes, `GET`
-/// for a read. `None` for what Redis does not perform for a driver (a list,
-/// a purge, a look-up, an effect, a pause).
-pub fn command(prefix: &str, op: &Op) -> Option<Command> {
-    let script = |name, key: &str, args| Command::Script {
-        name,
-        keys: keys(prefix, key),
-        args,
-    };
-    Some(match op {
-        Op::Insert(r) => script("claim", &r.key, insert_args(r)),
-        Op::Get(key) => Command::Get(record_key(prefix, key)),
-        Op::Complete(c) => script("complete", &c.key, complete_args(c)),
-        Op::Replace(r) => script("replace", &r.record.key, replace_args(r)),
-        Op::Release(r) => script("release", &r.key, release_args(r)),
-        Op::List { .. } | Op::Purge { .. } | Op::Ask(_) | Op::Effect(_) | Op::Wait(_) => {
-            return None
-        }
-    })
-}
-
-/// What `reply`, the answer to [`command`]`(_, op)`, means to the flow
+/// What `reply`, the answer to [`Layout::command`]`(op)`, means to the flow
 /// that asked for `op`.
 ///
 /// # Errors
@@ -278,38 +262,6 @@ pub fn op_result(op: &Op, reply: Reply<'_>) -> crate::Result<OpResult> {
         }
         _ => return Err(unexpected()),
     })
-}
-
-/// The key of one record: `{prefix}:rec:{key}`.
-pub fn record_key(prefix: &str, key: &str) -> String {
-    format!("{prefix}:rec:{key}")
-}
-
-/// The prefix of every record key: `{prefix}:rec:`.
-pub fn record_key_prefix(prefix: &str) -> String {
-    format!("{prefix}:rec:")
-}
-
-/// The index of one status: `{prefix}:idx:{status}`.
-pub fn index_key(prefix: &str, status: Status) -> String {
-    format!("{prefix}:idx:{}", status.as_str())
-}
-
-/// The expiry index of `done` records: `{prefix}:exp`.
-pub fn expiry_key(prefix: &str) -> String {
-    format!("{prefix}:exp")
-}
-
-/// The KEYS of the write scripts for `key`: the record, the three status
-/// indexes (in [`Status::ALL`] order) and the expiry index.
-pub fn keys(prefix: &str, key: &str) -> [String; 5] {
-    [
-        record_key(prefix, key),
-        index_key(prefix, Status::InFlight),
-        index_key(prefix, Status::Done),
-        index_key(prefix, Status::NeedsReconciliation),
-        expiry_key(prefix),
-    ]
 }
 
 fn optional(v: Option<i64>) -> String {
@@ -583,7 +535,9 @@ mod tests {
         };
         let record = Record::in_flight(&attempt, &"ab".repeat(16), 1_700_000_000);
         let insert = Op::Insert(record.clone());
-        let Some(Command::Script { name, keys, args }) = command("p", &insert) else {
+        let layout = Layout::single("p").unwrap();
+        let command = |op: &Op| layout.command(op);
+        let Some(Command::Script { name, keys, args }) = command(&insert) else {
             panic!("an insert is a script");
         };
         assert_eq!((name, keys[0].as_str()), ("claim", "p:rec:k1"));
@@ -602,18 +556,18 @@ mod tests {
             OpResult::Existing(record.clone())
         );
         let get = Op::Get("k1".into());
-        assert_eq!(command("p", &get), Some(Command::Get("p:rec:k1".into())));
+        assert_eq!(command(&get), Some(Command::Get("p:rec:k1".into())));
         assert_eq!(op_result(&get, Reply::Nil).unwrap(), OpResult::Got(None));
         assert_eq!(
             op_result(&get, Reply::Bulk(&value)).unwrap(),
             OpResult::Got(Some(record))
         );
-        assert_eq!(command("p", &Op::Wait(5)), None);
+        assert_eq!(command(&Op::Wait(5)), None);
         assert_eq!(
             Command::Get("p:rec:k1".into()).to_resp(),
             b"*2\r\n$3\r\nGET\r\n$8\r\np:rec:k1\r\n"
         );
-        let resp = command("p", &insert).unwrap().to_resp();
+        let resp = command(&insert).unwrap().to_resp();
         let sha = script_sha1("claim");
         assert_eq!(sha.len(), 40);
         assert!(resp.starts_with(
