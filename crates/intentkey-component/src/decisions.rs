@@ -231,6 +231,124 @@ impl schema::Guest for Component {
         dialect_in(dialect).duplicate_key_error()
     }
 
+    fn dynamo_default_table() -> String {
+        core::dynamo::DEFAULT_TABLE.to_owned()
+    }
+
+    fn dynamo_check_table(table: String) -> Result<(), t::Error> {
+        dynamo_table(&table).map(drop)
+    }
+
+    fn dynamo_create_table(table: String) -> schema::DynamoRequest {
+        dynamo_table_unchecked(&table).create().into()
+    }
+
+    fn dynamo_describe_table(table: String) -> schema::DynamoRequest {
+        dynamo_table_unchecked(&table).describe().into()
+    }
+
+    fn dynamo_table_ready(output: String) -> bool {
+        serde_json::from_str(&output).is_ok_and(|v| core::dynamo::ready(&v))
+    }
+
+    fn dynamo_insert(table: String, r: t::Record) -> Result<schema::DynamoRequest, t::Error> {
+        dynamo_op(&table, &core::Op::Insert(r.into()))
+    }
+
+    fn dynamo_get(table: String, key: String) -> schema::DynamoRequest {
+        dynamo_op(&table, &core::Op::Get(key)).unwrap_or_else(|_| empty_request())
+    }
+
+    fn dynamo_complete(table: String, c: t::Completion) -> Result<schema::DynamoRequest, t::Error> {
+        dynamo_op(&table, &core::Op::Complete(c.into()))
+    }
+
+    fn dynamo_replace(table: String, r: t::Replacement) -> Result<schema::DynamoRequest, t::Error> {
+        dynamo_op(&table, &core::Op::Replace(r.into()))
+    }
+
+    fn dynamo_release(table: String, r: t::ReleaseRequest) -> schema::DynamoRequest {
+        dynamo_op(&table, &core::Op::Release(r.into())).unwrap_or_else(|_| empty_request())
+    }
+
+    fn dynamo_decode(item: String) -> Result<t::Record, t::Error> {
+        let item = json_in(&item)?;
+        core::dynamo::decode(&item)
+            .map(t::Record::from)
+            .map_err(t::Error::from)
+    }
+
+    fn dynamo_list(
+        table: String,
+        status: Option<t::Status>,
+        limit: u32,
+    ) -> Vec<schema::DynamoRequest> {
+        dynamo_table_unchecked(&table)
+            .list(status.map(core::Status::from), limit)
+            .into_iter()
+            .map(schema::DynamoRequest::from)
+            .collect()
+    }
+
+    fn dynamo_next_page(
+        request: schema::DynamoRequest,
+        output: String,
+        got: u32,
+        want: Option<u32>,
+    ) -> Option<schema::DynamoRequest> {
+        let input = serde_json::from_str(&request.input).ok()?;
+        let output = serde_json::from_str(&output).ok()?;
+        let action = core::dynamo::ACTIONS
+            .iter()
+            .find(|a| **a == request.action)?;
+        let request = core::dynamo::Request { action, input };
+        core::dynamo::next_page(&request, &output, got as usize, want)
+            .map(schema::DynamoRequest::from)
+    }
+
+    fn dynamo_listed(limit: u32, pages: Vec<String>) -> Result<Vec<t::Record>, t::Error> {
+        let pages = pages
+            .iter()
+            .map(|p| json_in(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        core::dynamo::listed(limit, &pages)
+            .map(|records| records.into_iter().map(t::Record::from).collect())
+            .map_err(t::Error::from)
+    }
+
+    fn dynamo_purge(table: String, now: i64) -> Vec<schema::DynamoRequest> {
+        dynamo_table_unchecked(&table)
+            .purge(now)
+            .into_iter()
+            .map(schema::DynamoRequest::from)
+            .collect()
+    }
+
+    fn dynamo_purge_deletes(
+        table: String,
+        now: i64,
+        page: String,
+    ) -> Result<Vec<schema::DynamoRequest>, t::Error> {
+        let page = json_in(&page)?;
+        dynamo_table_unchecked(&table)
+            .purge_deletes(now, &page)
+            .map(|requests| {
+                requests
+                    .into_iter()
+                    .map(schema::DynamoRequest::from)
+                    .collect()
+            })
+            .map_err(t::Error::from)
+    }
+
+    fn dynamo_classify_error(name: String) -> schema::DynamoErrorClass {
+        match core::dynamo::error_class(&name) {
+            core::dynamo::ErrorClass::ConditionFailed => schema::DynamoErrorClass::ConditionFailed,
+            core::dynamo::ErrorClass::Retryable => schema::DynamoErrorClass::Retryable,
+            core::dynamo::ErrorClass::Failed => schema::DynamoErrorClass::Failed,
+        }
+    }
+
     fn sql_classify_error(dialect: schema::SqlDialect, code: u16) -> schema::SqlErrorClass {
         match dialect_in(dialect).error_class(code) {
             sql::ErrorClass::DuplicateKey => schema::SqlErrorClass::DuplicateKey,
@@ -369,6 +487,52 @@ fn values_in(values: Vec<schema::SqlValue>) -> Vec<sql::Value> {
             schema::SqlValue::Bytes(b) => sql::Value::Bytes(b),
         })
         .collect()
+}
+
+fn dynamo_table(table: &str) -> Result<core::dynamo::Table, t::Error> {
+    core::dynamo::Table::new(table).map_err(t::Error::from)
+}
+
+/// The table for a call that cannot answer an error (a host checks its
+/// table name once, with `dynamo-check-table`).
+fn dynamo_table_unchecked(table: &str) -> core::dynamo::Table {
+    core::dynamo::Table::unchecked(table)
+}
+
+fn dynamo_op(table: &str, op: &core::Op) -> Result<schema::DynamoRequest, t::Error> {
+    match dynamo_table_unchecked(table).request(op) {
+        Ok(Some(request)) => Ok(request.into()),
+        Ok(None) => Ok(empty_request()),
+        Err(e) => Err(t::Error::from(e)),
+    }
+}
+
+/// The request of an operation that is not one (never asked for by the exports above).
+fn empty_request() -> schema::DynamoRequest {
+    schema::DynamoRequest {
+        action: String::new(),
+        input: String::from("{}"),
+    }
+}
+
+/// JSON text from a host; `store-failed` when it is not JSON.
+fn json_in(text: &str) -> Result<serde_json::Value, t::Error> {
+    serde_json::from_str(text).map_err(|e| {
+        t::Error::from(intentkey::Error::field(
+            intentkey::ErrorCode::StoreFailed,
+            "dynamodb",
+            format!("the host handed over DynamoDB JSON that does not parse: {e}"),
+        ))
+    })
+}
+
+impl From<core::dynamo::Request> for schema::DynamoRequest {
+    fn from(r: core::dynamo::Request) -> Self {
+        schema::DynamoRequest {
+            action: r.action.to_owned(),
+            input: r.input.to_string(),
+        }
+    }
 }
 
 /// The core's layout of a WIT one; `invalid-argument` for a prefix it cannot use.

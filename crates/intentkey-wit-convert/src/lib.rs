@@ -153,6 +153,7 @@ macro_rules! convert_types {
                 StepOutputTooLarge,
                 StepInFlight,
                 StepInputChanged,
+                ResponseTooLarge,
                 // end of generated block
             });
 

@@ -93,11 +93,14 @@ pub enum ErrorCode {
     /// This step or tool call of the run was recorded with another input or
     /// other arguments under the same name.
     StepInputChanged,
+    /// A response is larger than the store can keep in one record
+    /// (DynamoDB's 400 KB item); nothing was written.
+    ResponseTooLarge,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 33] = [
+    pub const ALL: [ErrorCode; 34] = [
         ErrorCode::SecretTooShort,
         ErrorCode::InvalidSecret,
         ErrorCode::InvalidTenantId,
@@ -131,6 +134,7 @@ impl ErrorCode {
         ErrorCode::StepOutputTooLarge,
         ErrorCode::StepInFlight,
         ErrorCode::StepInputChanged,
+        ErrorCode::ResponseTooLarge,
     ];
 
     /// The stable kebab-case code, e.g. `"unclassified-fields"`.
@@ -173,6 +177,7 @@ impl ErrorCode {
             ErrorCode::StepOutputTooLarge => "step-output-too-large",
             ErrorCode::StepInFlight => "step-in-flight",
             ErrorCode::StepInputChanged => "step-input-changed",
+            ErrorCode::ResponseTooLarge => "response-too-large",
         }
     }
 
@@ -316,6 +321,7 @@ mod tests {
             ErrorCode::StepOutputTooLarge => at!(30, StepOutputTooLarge),
             ErrorCode::StepInFlight => at!(31, StepInFlight),
             ErrorCode::StepInputChanged => at!(32, StepInputChanged),
+            ErrorCode::ResponseTooLarge => at!(33, ResponseTooLarge),
         }
     }
 

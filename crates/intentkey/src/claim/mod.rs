@@ -14,6 +14,7 @@
 //! - [`sql`]: every statement against the records, per SQL dialect, with
 //!   its parameter order and row decoding.
 //! - [`redis`]: the Redis store's record layout and Lua scripts, for every runtime.
+//! - [`dynamo`]: the DynamoDB store's table, items and requests, for every runtime.
 //!
 //! The HTTP answer to each outcome, per profile, is [`crate::http`]'s.
 //!
@@ -48,6 +49,7 @@
 pub mod ddl;
 pub mod decide;
 pub mod delivery;
+pub mod dynamo;
 pub mod flow;
 pub mod migrate;
 pub mod record;

@@ -55,7 +55,9 @@ use super::record::{Record, Response, Status};
 
 mod layout;
 
-pub use layout::{check_replicas, listed, purge_again, Call, Layout, Shard, CLUSTER_BUCKETS};
+pub use layout::{
+    bucket, check_replicas, listed, purge_again, Call, Layout, Shard, CLUSTER_BUCKETS,
+};
 
 /// The key prefix when none is configured.
 pub const DEFAULT_PREFIX: &str = "intentkey";

@@ -150,12 +150,11 @@ impl Layout {
     /// The bucket that holds `key`'s record: on a cluster the first two
     /// bytes of its SHA-256 modulo [`CLUSTER_BUCKETS`], on one server 0.
     pub fn bucket(&self, key: &str) -> u16 {
-        if !self.cluster {
-            return 0;
+        if self.cluster {
+            bucket(key, CLUSTER_BUCKETS)
+        } else {
+            0
         }
-        use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(key.as_bytes());
-        u16::from_be_bytes([digest[0], digest[1]]) % CLUSTER_BUCKETS
     }
 
     /// The bucket that holds `key`'s record.
@@ -293,6 +292,15 @@ impl Shard {
     pub fn expiry_key(&self) -> String {
         format!("{}:exp", self.base)
     }
+}
+
+/// The bucket of `key` among `count`: the first two bytes of its SHA-256,
+/// big-endian, modulo `count` (the Redis Cluster layout's and the DynamoDB
+/// indexes' spread).
+pub fn bucket(key: &str, count: u16) -> u16 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(key.as_bytes());
+    u16::from_be_bytes([digest[0], digest[1]]) % count.max(1)
 }
 
 /// Whether a purge call that answered `looked_at` must be sent again.
