@@ -40,3 +40,6 @@ if [ -f /usr/include/node/node.h ]; then export npm_config_nodedir=/usr; fi
 # build/node_gyp_bins); one more clean install is then enough.
 (cd js && { npm ci --no-audit --no-fund || { echo "npm ci failed; one more try" >&2; npm ci --no-audit --no-fund; }; } \
     && npm run build)
+
+say "dynalite (a local DynamoDB endpoint for the store tests): npm ci in scripts/dynalite"
+(cd scripts/dynalite && npm ci --ignore-scripts --no-audit --no-fund)

@@ -32,9 +32,13 @@ logged() {
 # A real Redis Cluster (3 masters, 3 replicas on 127.0.0.1:7000-7005) for the
 # cluster store tests in every host, stopped when this script ends; the
 # failover test makes one of its own on 7100-7105.
+# dynalite, a local DynamoDB endpoint, for the DynamoDB store tests (also
+# stopped at the end).
 bash scripts/redis-cluster.sh start
-trap 'bash scripts/redis-cluster.sh stop' EXIT
+bash scripts/dynalite.sh start 4567
+trap 'bash scripts/redis-cluster.sh stop; bash scripts/dynalite.sh stop 4567' EXIT
 export INTENTKEY_REDIS_CLUSTER="redis+cluster://127.0.0.1:7000"
+export INTENTKEY_DYNAMODB="dynamodb://127.0.0.1:4567"
 
 step "format" cargo fmt --all -- --check
 step "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -12,9 +12,8 @@ dropped afterwards (support/servers.py); without a server the test skips
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import pymysql
 import pytest
@@ -22,12 +21,14 @@ from pymysql.constants import CLIENT
 
 import intentkey as ik
 from intentkey import schema
-from intentkey.aio import AsyncGuard
 from intentkey.stores import MySQLStore
 from intentkey.stores.mysql import _pyformat
 from support.servers import mysql_connect, mysql_database, mysql_database_url, mysql_query, mysql_url
-from support.stores import assert_get_fails, assert_unavailable, mysql_store, mysql_stores, run_threads
-from test_stores import RESPONSE, T, Awaitable, attempt, claim_and_finish, key, record
+from support.stores import (
+    assert_get_fails, assert_unavailable, concurrent_recoverers_of_one_stale_record, mysql_store, mysql_stores,
+    race_for_keys, run_threads, threads_recover_one_stale_record,
+)
+from test_stores import T, Awaitable, attempt, claim_and_finish, key, record
 
 # -- the statements (no server) -----------------------------------------------------------------
 
@@ -277,101 +278,24 @@ def test_16_threads_racing_for_1000_keys_have_one_owner_per_key() -> None:
     with mysql_stores(n_threads) as (name, stores):  # a store (connection) per thread
         stores[0].migrate()
         keys = [f"race-{i:04d}" for i in range(n_keys)]
-        won: Dict[int, List[str]] = {t: [] for t in range(n_threads)}
-        barrier = threading.Barrier(n_threads)
-
-        def race(t: int) -> None:
-            order = list(keys)
-            random.Random(t).shuffle(order)
-            token = f"{t:032x}"
-            barrier.wait()
-            for k in order:
-                if stores[t].insert(record(k, token)):
-                    won[t].append(k)
-
-        assert run_threads(race, range(n_threads)) == []
-        owners: Dict[str, int] = {}
-        for t, ks in won.items():
-            for k in ks:
-                assert k not in owners, f"{k} owned by threads {owners[k]} and {t}"
-                owners[k] = t
-        assert sorted(owners) == keys  # exactly one owner per key
+        owners = race_for_keys(stores, keys)
         assert _count(name, "SELECT COUNT(*) FROM intentkey_records") == n_keys
         stored = dict(mysql_query(name, "SELECT CAST(`key` AS CHAR), owner_token FROM intentkey_records"))
         assert stored == {k: f"{t:032x}" for k, t in owners.items()}  # the owner's record, untouched
-        assert len({t for t in owners.values()}) > 1  # the race was real: several threads won keys
 
 
 @pytest.mark.timeout(120)
 def test_16_threads_recovering_one_stale_record_re_execute_it_once() -> None:
-    n = 16
-    with mysql_stores(n) as (_, stores):
-        a = attempt(key("stale"))
-        first = ik.Guard(stores[0], stale_after_seconds=60).claim(a, now=T)
-        assert first.state is ik.ClaimState.OWNED  # ...and its owner died: the record stays in flight
-        barrier = threading.Barrier(n)
-        results: List[ik.Recovery] = []
-
-        def recover(s: MySQLStore) -> None:
-            g = ik.Guard(s, stale_after_seconds=60)
-            barrier.wait()
-            results.append(g.recover(a.key, lambda k: ik.Absent(), read_your_writes=True, now=T + 61))
-
-        assert run_threads(recover, stores) == [] and len(results) == n
-        again = [r for r in results if r.state is ik.RecoveryState.APPLIED and r.action is not None
-                 and r.action.kind == "re-execute"]
-        assert len(again) == 1
-        assert all(r.state in (ik.RecoveryState.NOT_DUE, ik.RecoveryState.LOST) for r in results if r not in again)
-        current = stores[1].get(a.key)
-        assert current is not None and current.owner_token == again[0].owner_token
-
-
-class _Offloaded:
-    """A sync store behind coroutines run in threads, so that an AsyncGuard
-    has many of its operations in flight at once."""
-
-    def __init__(self, store: MySQLStore):
-        self.store = store
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.store, name)
-
-        async def call(*args: Any) -> Any:
-            return await asyncio.to_thread(method, *args)
-
-        return call
+    with mysql_stores(16) as (_, stores):
+        threads_recover_one_stale_record(stores)
 
 
 @pytest.mark.timeout(120)
 def test_16_concurrent_recoverers_of_one_stale_record_re_execute_it_once() -> None:
     # Every recoverer has read the stale record and asked the destination
     # before any writes: their fenced replaces race in the database.
-    n = 16
-    with mysql_stores(n) as (_, stores):
-        a = attempt(key("stale"))
-        assert ik.Guard(stores[0]).claim(a, now=T).state is ik.ClaimState.OWNED
-
-        async def main() -> List[ik.Recovery]:
-            asked = asyncio.Barrier(n)
-
-            async def lookup(k: str) -> ik.Lookup:
-                await asked.wait()
-                return ik.Absent()
-
-            guards = [AsyncGuard(_Offloaded(s), stale_after_seconds=60) for s in stores]
-            return list(await asyncio.gather(*(
-                g.recover(a.key, lookup, read_your_writes=True, now=T + 61) for g in guards)))
-
-        results = asyncio.run(main())
-        states = sorted(r.state.value for r in results)
-        assert states == ["applied"] + ["lost"] * (n - 1)
-        winner = next(r for r in results if r.state is ik.RecoveryState.APPLIED)
-        assert winner.action is not None and winner.action.kind == "re-execute"
-        current = stores[0].get(a.key)
-        assert current is not None and current.owner_token == winner.owner_token
-        g = ik.Guard(stores[2])
-        assert g.finish(a.key, winner.owner_token, ik.Answered(RESPONSE), now=T + 62) is ik.Finished.STORED
-        assert g.claim(a, now=T + 63).response == RESPONSE
+    with mysql_stores(16) as (_, stores):
+        concurrent_recoverers_of_one_stale_record(stores)
 
 
 @pytest.mark.timeout(120)

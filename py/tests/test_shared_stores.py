@@ -1,5 +1,6 @@
-"""One PostgreSQL schema, one MySQL/MariaDB database and one Redis prefix
-shared by Python, Node and Rust.
+"""One PostgreSQL schema, one MySQL/MariaDB database, one Redis prefix and
+one Redis Cluster prefix (``redis+cluster://``) shared by Python, Node and
+Rust.
 
 Every participant (Python's Guard over the sync store, Python's AsyncGuard
 over the asyncio store, the npm package's guard through
@@ -31,7 +32,8 @@ import intentkey as ik
 from intentkey.aio import AsyncGuard
 from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, MySQLStore, PostgresStore, RedisStore
 from support.servers import (
-    mysql_database, mysql_database_url, pg_conninfo, pg_schema, pg_url, redis_prefix, redis_url, unreachable,
+    mysql_database, mysql_database_url, pg_conninfo, pg_schema, pg_url, redis_cluster_prefix, redis_cluster_url,
+    redis_prefix, redis_url, unreachable,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -204,7 +206,7 @@ PEERS = [("node",), ("rust",), ("node", "rust")]
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("peers", PEERS, ids=["+".join(p) for p in PEERS])
-@pytest.mark.parametrize("backend", ["postgres", "mysql", "redis"])
+@pytest.mark.parametrize("backend", ["postgres", "mysql", "redis", "redis-cluster"])
 def test_records_are_shared_across_languages(backend: str, peers: Tuple[str, ...]) -> None:
     node = node_ready(backend) if "node" in peers else None
     binary = rust_ready() if "rust" in peers else None
@@ -229,8 +231,8 @@ def test_records_are_shared_across_languages(backend: str, peers: Tuple[str, ...
             node_spec = f"mysql:{url}"
             rust_url = url
         else:
-            url = redis_url()
-            prefix = stack.enter_context(redis_prefix())
+            url = redis_url() if backend == "redis" else redis_cluster_url()
+            prefix = stack.enter_context(redis_prefix() if backend == "redis" else redis_cluster_prefix())
             sync_store = RedisStore(url, prefix=prefix)
             stack.callback(sync_store.close)
             make_async = lambda: AsyncRedisStore(url, prefix=prefix)

@@ -1,4 +1,4 @@
-"""The claim flow over every store (SQLite, PostgreSQL, MySQL/MariaDB, Redis), through
+"""The claim flow over every store (SQLite, PostgreSQL, MySQL/MariaDB, Redis, Redis Cluster), through
 intentkey.Guard (sync) and intentkey.aio.AsyncGuard (async): claim, replay,
 in flight, payload conflict, fenced finish, release, recovery, due, purge,
 races for one key, migrations and the store errors."""
@@ -20,7 +20,9 @@ import intentkey as ik
 from intentkey import schema
 from intentkey.aio import AsyncGuard
 from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, MySQLStore, PostgresStore, RedisStore, SQLiteStore
-from support.servers import mysql_database, mysql_url, pg_conninfo, pg_schema, redis_prefix, redis_url
+from support.servers import (
+    mysql_database, mysql_url, pg_conninfo, pg_schema, redis_cluster_prefix, redis_cluster_url, redis_prefix, redis_url,
+)
 from support.stores import assert_get_fails, assert_unavailable, run_threads
 
 T = 1_700_000_000
@@ -50,6 +52,10 @@ def sync_backend(kind: str) -> Iterator[Callable[[], Any]]:
             url = mysql_url()
             database = stack.enter_context(mysql_database())
             factory = lambda: track(MySQLStore(url, schema=database))
+        elif kind == "redis-cluster":
+            url = redis_cluster_url()
+            prefix = stack.enter_context(redis_cluster_prefix())
+            factory = lambda: track(RedisStore(url, prefix=prefix))
         else:
             url = redis_url()
             prefix = stack.enter_context(redis_prefix())
@@ -68,6 +74,10 @@ def async_backend(kind: str) -> Iterator[Callable[[], Any]]:
             conninfo = pg_conninfo()
             name = stack.enter_context(pg_schema())
             yield lambda: AsyncPostgresStore(conninfo, schema=name)
+        elif kind == "redis-cluster":
+            url = redis_cluster_url()
+            prefix = stack.enter_context(redis_cluster_prefix())
+            yield lambda: AsyncRedisStore(url, prefix=prefix)
         else:
             url = redis_url()
             prefix = stack.enter_context(redis_prefix())
@@ -216,8 +226,8 @@ SCENARIOS = {
     "due_and_purge": (due_and_purge, {"stale_after_seconds": 60, "ttl_seconds": 100}),
 }
 
-SYNC_KINDS = ["sqlite", "postgres", "mysql", "redis"]
-ASYNC_KINDS = ["postgres", "redis"]
+SYNC_KINDS = ["sqlite", "postgres", "mysql", "redis", "redis-cluster"]
+ASYNC_KINDS = ["postgres", "redis", "redis-cluster"]
 
 
 @pytest.mark.timeout(120)
@@ -432,7 +442,7 @@ def test_data_intentkey_did_not_write_is_failed() -> None:
         s = RedisStore(url, prefix=prefix)
         raw = redis.Redis.from_url(url)
         k = key("garbage")
-        raw.set(f"{prefix}:rec:{k}", "not a record")
+        raw.set(schema.redis_record_key(prefix, k), "not a record")
         with pytest.raises(ik.StoreError) as e:
             s.get(k)
         assert e.value.kind == "failed"
@@ -452,7 +462,7 @@ def test_sync_guard_reports_a_failing_get_as_store_failed() -> None:
         raw = redis.Redis.from_url(url)
         try:
             k = key("garbage")
-            raw.set(f"{prefix}:rec:{k}", "not a record")
+            raw.set(schema.redis_record_key(prefix, k), "not a record")
             with pytest.raises(ik.IntentkeyError) as ie:
                 ik.Guard(s).claim(attempt(k), now=T)
             assert ie.value.code == "store-failed"

@@ -31,7 +31,7 @@ enum Command {
     Derive(Box<derive_cmd::DeriveArgs>),
     /// The main job: a timeline of claims, replays, conflicts and recoveries on a fresh SQLite file.
     Demo {
-        /// Run against this store instead (sqlite:PATH, postgres://…, mysql://…, redis://… or redis+cluster://…).
+        /// Run against this store instead (sqlite:PATH, postgres://…, mysql://…, redis://…, redis+cluster://… or dynamodb://…).
         #[arg(long)]
         store: Option<String>,
     },

@@ -64,7 +64,7 @@ fn store_err(e: StoreError) -> CliError {
 
 #[derive(Args)]
 pub struct StoreArg {
-    /// The store: sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB, redis://HOST:PORT/DB[?prefix=P] or redis+cluster://HOST:PORT[,HOST:PORT…][?prefix=P&wait=N] (or memory: for a dry run).
+    /// The store: sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB, redis://HOST:PORT/DB[?prefix=P], redis+cluster://HOST:PORT[,HOST:PORT…][?prefix=P&wait=N] or dynamodb://HOST:PORT/TABLE (or memory: for a dry run).
     #[arg(long)]
     store: String,
 }

@@ -321,6 +321,52 @@ fn operations_on_redis_cluster() {
     }
 }
 
+/// The same on DynamoDB (`dynamodb://HOST:PORT/TABLE`: the dynalite the
+/// test script starts, or `INTENTKEY_DYNAMODB`), in a table of this test's
+/// own (created by the store, deleted at the end).
+#[test]
+fn operations_on_dynamodb() {
+    let base = std::env::var("INTENTKEY_DYNAMODB")
+        .unwrap_or_else(|_| "dynamodb://127.0.0.1:4567".to_owned());
+    let host = base
+        .trim_start_matches("dynamodb://")
+        .trim_end_matches('/')
+        .to_owned();
+    if let Err(e) = std::net::TcpStream::connect(&host) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and no DynamoDB endpoint at {base}: {e}"
+        );
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED: operations_on_dynamodb: no DynamoDB endpoint at {base} ({e}); outside CI only"
+        );
+        return;
+    }
+    let table = format!("ik-rs-cli-{}", std::process::id());
+    let url = format!("{}/{table}", base.trim_end_matches('/'));
+    operations(&url);
+    concurrent_recoverers(&url);
+    // The table is the test's own: delete it (a local endpoint checks the
+    // signature's form, not its value).
+    use std::io::{Read as _, Write as _};
+    let body = format!(r#"{{"TableName":"{table}"}}"#);
+    let mut s = std::net::TcpStream::connect(&host).unwrap();
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-amz-json-1.0\r\n\
+         X-Amz-Target: DynamoDB_20120810.DeleteTable\r\nX-Amz-Date: 20260101T000000Z\r\n\
+         Authorization: AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
 #[test]
 fn unknown_store_urls_are_refused_clearly() {
     let out = Command::new(env!("CARGO_BIN_EXE_intentkey"))

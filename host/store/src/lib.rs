@@ -34,6 +34,8 @@
 //! # Ok::<(), intentkey_store::StoreError>(())
 //! ```
 
+#[cfg(feature = "dynamodb")]
+mod dynamo;
 pub mod guard;
 pub mod journal;
 mod memory;
@@ -58,6 +60,8 @@ use intentkey::claim::{
 };
 use intentkey::ErrorCode;
 
+#[cfg(feature = "dynamodb")]
+pub use self::dynamo::DynamoStore;
 pub use self::guard::Gateway;
 pub use self::memory::MemoryStore;
 #[cfg(feature = "mysql")]
@@ -121,6 +125,15 @@ impl StoreError {
     pub fn retryable(message: impl Into<String>) -> Self {
         StoreError {
             code: ErrorCode::StoreUnavailable,
+            message: message.into(),
+        }
+    }
+
+    /// A failure with one of the core's codes (for example
+    /// `response-too-large`, which a store refuses before writing).
+    pub fn with_code(code: ErrorCode, message: impl Into<String>) -> Self {
+        StoreError {
+            code,
             message: message.into(),
         }
     }
@@ -318,11 +331,13 @@ pub(crate) fn migrate<E: From<StoreError>>(
 /// `redis://[user:password@]host:port[/db][?prefix=P]` (every key the Redis
 /// store writes starts with `P:`; default `intentkey`) or
 /// `redis+cluster://host:port[,host:port…][?prefix=P]` (a Redis Cluster;
-/// see [`RedisStore::connect`] for `wait=N`).
+/// see [`RedisStore::connect`] for `wait=N`) or
+/// `dynamodb://HOST:PORT/TABLE` (a local endpoint; `dynamodb://aws/TABLE`
+/// for AWS; see [`DynamoStore::connect`]).
 ///
 /// `sqlite:` needs the cargo feature `sqlite` (on by default),
-/// `postgres://` the feature `postgres`, `mysql://` the feature `mysql` and
-/// `redis://` the feature `redis`;
+/// `postgres://` the feature `postgres`, `mysql://` the feature `mysql`,
+/// `redis://` the feature `redis` and `dynamodb://` the feature `dynamodb`;
 /// without its feature a scheme is refused with an error that names the
 /// feature.
 ///
@@ -344,9 +359,11 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
         open_redis(url)
     } else if url.starts_with("mysql://") {
         open_mysql(url)
+    } else if url.starts_with("dynamodb://") {
+        open_dynamodb(url)
     } else {
         Err(StoreError::fatal(format!(
-            "unknown store URL {:?}: use memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB, redis://HOST:PORT/DB or redis+cluster://HOST:PORT",
+            "unknown store URL {:?}: use memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB, redis://HOST:PORT/DB, redis+cluster://HOST:PORT or dynamodb://HOST:PORT/TABLE",
             redact_any(url)
         )))
     }
@@ -362,6 +379,16 @@ fn redact_any(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
+}
+
+#[cfg(feature = "dynamodb")]
+fn open_dynamodb(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(Box::new(DynamoStore::connect(url)?))
+}
+
+#[cfg(not(feature = "dynamodb"))]
+fn open_dynamodb(_url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(missing_feature("dynamodb://", "dynamodb"))
 }
 
 #[cfg(feature = "mysql")]

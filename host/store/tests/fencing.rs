@@ -20,6 +20,8 @@
 
 #[allow(dead_code)]
 mod common;
+#[path = "common/dynamo_db.rs"]
+mod dynamo_db;
 #[path = "common/mysql_db.rs"]
 mod mysql_db;
 #[path = "common/redis_db.rs"]
@@ -1006,6 +1008,44 @@ fn fast_completion_redis_cluster() {
         return;
     };
     fast_completion(&p.url(), "redis cluster fast completion");
+}
+
+#[test]
+fn recovery_race_dynamodb_processes() {
+    let Some(t) = dynamo_db::DynamoTable::new("recovery_race_dynamodb") else {
+        return;
+    };
+    recovery_race(&t.url(), "dynamodb recovery race");
+}
+
+#[test]
+fn superseded_owner_dynamodb_processes() {
+    let Some(t) = dynamo_db::DynamoTable::new("superseded_owner_dynamodb") else {
+        return;
+    };
+    superseded_owner(&t.url(), "dynamodb superseded owner");
+}
+
+#[test]
+fn not_due_dynamodb_processes() {
+    let Some(t) = dynamo_db::DynamoTable::new("not_due_dynamodb") else {
+        return;
+    };
+    let store = open(&t.url()).unwrap();
+    not_due(&Runner::Child(t.url()), store.as_ref(), "dynamodb not due");
+}
+
+#[test]
+fn outcome_classes_dynamodb_processes() {
+    let Some(t) = dynamo_db::DynamoTable::new("outcome_classes_dynamodb") else {
+        return;
+    };
+    let store = open(&t.url()).unwrap();
+    outcome_classes(
+        &Runner::Child(t.url()),
+        store.as_ref(),
+        "dynamodb outcome classes",
+    );
 }
 
 #[test]

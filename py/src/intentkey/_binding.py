@@ -297,6 +297,13 @@ def get(rec: Any, name: str) -> Any:
     return getattr(rec, name.replace("_", "-"))
 
 
+def redis_layout(prefix: str, cluster: bool) -> Record:
+    """The WIT ``redis-layout``: the records under `prefix`, on one server or over a cluster."""
+    if not isinstance(cluster, bool):
+        raise IntentkeyError("invalid-argument", "cluster", f"cluster must be bool, not {type(cluster).__name__}")
+    return record(prefix=text("prefix", prefix), cluster=cluster)
+
+
 _STATUS_IN = {"in-flight": Status.IN_FLIGHT, "done": Status.DONE, "needs-reconciliation": Status.NEEDS_RECONCILIATION}
 _STATUS_OUT = {v: k for k, v in _STATUS_IN.items()}
 

@@ -51,6 +51,7 @@ ErrorCode = Literal[
     "step-output-too-large",
     "step-in-flight",
     "step-input-changed",
+    "response-too-large",
 ]
 # end of generated block
 

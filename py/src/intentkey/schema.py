@@ -35,6 +35,7 @@ __all__ = [
     "Lost",
     "Migration",
     "RedisCall",
+    "RedisLayout",
     "RedisScript",
     "SqlClaimed",
     "SqlValue",
@@ -44,10 +45,17 @@ __all__ = [
     "migrations",
     "migrations_table",
     "redis_batch",
+    "redis_check_layout",
+    "redis_check_replicas",
+    "redis_cluster_buckets",
     "redis_complete",
     "redis_decode",
     "redis_default_prefix",
     "redis_insert",
+    "redis_list",
+    "redis_listed",
+    "redis_purge",
+    "redis_record_key",
     "redis_release",
     "redis_replace",
     "redis_scripts",
@@ -119,6 +127,18 @@ class RedisCall:
     script: str
     keys: Tuple[str, ...]
     args: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RedisLayout:
+    """Where a Redis store keeps its records (WIT ``redis-layout``): every
+    key under `prefix` on one server, or, with `cluster`, spread by the core
+    over slot-local buckets tagged ``{prefix:NN}`` so that no script touches
+    two slots (``CROSSSLOT``). Which key goes where is the core's: ask
+    :func:`redis_record_key`, :func:`redis_insert`, :func:`redis_list`, …"""
+
+    prefix: str
+    cluster: bool = False
 
 
 @dataclass(frozen=True)
@@ -451,24 +471,109 @@ def _redis_call(raw: Any) -> RedisCall:
     return RedisCall(str(raw.script), tuple(str(k) for k in raw.keys), tuple(str(a) for a in raw.args))
 
 
-def redis_insert(prefix: str, record: StoredRecord) -> RedisCall:
-    """The script call that inserts `record` unless its key exists, under `prefix`."""
-    return _redis_call(_call("redis-insert", b.text("prefix", prefix), b.stored_to_wit(record)))
+def _layout(layout: Union[RedisLayout, str]) -> Any:
+    """`layout` as the WIT ``redis-layout`` (a prefix alone: the one-server layout under it)."""
+    if isinstance(layout, str):
+        layout = RedisLayout(layout)
+    if not isinstance(layout, RedisLayout):
+        raise IntentkeyError("invalid-argument", "layout",
+                             f"layout must be a RedisLayout (or a prefix), not {type(layout).__name__}")
+    return b.redis_layout(layout.prefix, layout.cluster)
 
 
-def redis_complete(prefix: str, completion: Completion) -> RedisCall:
-    """The script call of a fenced completion, under `prefix`."""
-    return _redis_call(_call("redis-complete", b.text("prefix", prefix), b.completion_to_wit(completion)))
+def redis_check_layout(layout: Union[RedisLayout, str]) -> None:
+    """Raises ``invalid-argument`` naming ``prefix`` for a layout the core
+    cannot use: an empty prefix, one with whitespace, or (on a cluster) one
+    with a brace (the cluster layout writes the hash tags itself)."""
+    b.unwrap(_call("redis-check-layout", _layout(layout)))
 
 
-def redis_replace(prefix: str, replacement: Replacement) -> RedisCall:
-    """The script call of a fenced recovery write, under `prefix`."""
-    return _redis_call(_call("redis-replace", b.text("prefix", prefix), b.replacement_to_wit(replacement)))
+def redis_cluster_buckets() -> int:
+    """How many slot-local buckets the cluster layout spreads records over."""
+    return int(_cached("redis-cluster-buckets", lambda: int(_call("redis-cluster-buckets"))))
 
 
-def redis_release(prefix: str, request: ReleaseRequest) -> RedisCall:
-    """The script call of a fenced release, under `prefix`."""
-    return _redis_call(_call("redis-release", b.text("prefix", prefix), b.release_to_wit(request)))
+def redis_record_key(layout: Union[RedisLayout, str], key: str) -> str:
+    """The Redis key that holds record `key` (the key a ``GET`` reads)."""
+    return str(_call("redis-record-key", _layout(layout), b.text("key", key)))
+
+
+def redis_insert(layout: Union[RedisLayout, str], record: StoredRecord) -> RedisCall:
+    """The script call that inserts `record` unless its key exists, in `layout`
+    (a :class:`RedisLayout`; a prefix alone is the one-server layout under it)."""
+    return _redis_call(_call("redis-insert", _layout(layout), b.stored_to_wit(record)))
+
+
+def redis_complete(layout: Union[RedisLayout, str], completion: Completion) -> RedisCall:
+    """The script call of a fenced completion, in `layout`."""
+    return _redis_call(_call("redis-complete", _layout(layout), b.completion_to_wit(completion)))
+
+
+def redis_replace(layout: Union[RedisLayout, str], replacement: Replacement) -> RedisCall:
+    """The script call of a fenced recovery write, in `layout`."""
+    return _redis_call(_call("redis-replace", _layout(layout), b.replacement_to_wit(replacement)))
+
+
+def redis_release(layout: Union[RedisLayout, str], request: ReleaseRequest) -> RedisCall:
+    """The script call of a fenced release, in `layout`."""
+    return _redis_call(_call("redis-release", _layout(layout), b.release_to_wit(request)))
+
+
+def _u32(value: int) -> int:
+    return max(0, min(int(value), (1 << 32) - 1))
+
+
+def redis_list(layout: Union[RedisLayout, str], status: Optional[Status], limit: int) -> List[RedisCall]:
+    """The ``list`` script calls that together hold the records with
+    `status` (every status when ``None``), at most `limit` from each: one
+    per bucket and status (none for a `limit` of 0). Run each (its keys name
+    its slot) and hand the replies, in this order, to :func:`redis_listed`."""
+    wit_status = None if status is None else b.status_to_wit(Status(status))
+    return [_redis_call(c) for c in _call("redis-list", _layout(layout), wit_status, _u32(limit))]
+
+
+def _reply_text(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreError("failed", "redis: the list script answered a value that is not UTF-8 text") from None
+    if isinstance(value, str):
+        return value
+    raise StoreError("failed", f"redis: the list script answered {type(value).__name__}, not text")
+
+
+def redis_listed(limit: int, replies: Sequence[Optional[Sequence[Union[str, bytes]]]]) -> List[StoredRecord]:
+    """The records of the replies to :func:`redis_list`'s calls (each a flat
+    ``[key, value, key, value, …]``, bytes or text), oldest first
+    (``created_at``, then key), at most `limit`: the core decodes and merges
+    them. ``StoreError("failed", …)`` for a reply not in the core's layout."""
+    lists = [[_reply_text(v) for v in (reply or [])] for reply in replies]
+    try:
+        listed = b.unwrap(_call("redis-listed", _u32(limit), lists))
+    except IntentkeyError as e:
+        raise _failed(e, "redis") from None
+    return [b.stored_from_wit(r) for r in listed]
+
+
+def redis_purge(layout: Union[RedisLayout, str], now: int) -> List[RedisCall]:
+    """The ``purge`` script calls, one per bucket. Each answers ``[deleted,
+    looked_at]``: send the same call again while ``looked_at`` equals
+    :func:`redis_batch`."""
+    return [_redis_call(c) for c in _call("redis-purge", _layout(layout), b.s64("now", now))]
+
+
+def redis_check_replicas(wanted: int, acked: int) -> None:
+    """What ``WAIT`` answering `acked` replicas means after a write that
+    asked for `wanted`: nothing when enough acknowledged it, else
+    ``StoreError("unavailable", …)`` (the write is on the master only: a
+    failover could lose it, so it is not acknowledged)."""
+    args = (b.uint("wanted", wanted, 32), b.s64("acked", acked))
+    try:
+        b.unwrap(_call("redis-check-replicas", *args))
+    except IntentkeyError as e:
+        kind = "unavailable" if e.code == "store-unavailable" else "failed"
+        raise StoreError(kind, f"redis: {e.message}") from None
 
 
 def redis_decode(key: str, value: Union[str, bytes]) -> StoredRecord:

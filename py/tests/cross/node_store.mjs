@@ -6,7 +6,8 @@
 //
 // STORE: pg:CONNINFO_JSON:SCHEMA (a pg Pool config as JSON), mysql:URL
 //        (mysql:mysql://root@127.0.0.1:3306/ik_py_x) or redis:URL:PREFIX
-//        (split at the last two colons: redis:redis://127.0.0.1:6379/0:ik_py_x).
+//        (split at the last colon: redis:redis://127.0.0.1:6379/0:ik_py_x, or a
+//        cluster: redis:redis+cluster://127.0.0.1:7000:ik_py_x).
 // OP:    run      the effect answers 201 with BODY (application/json)
 //        fail     the effect throws: the record stays in flight
 //        inspect  the record under KEY

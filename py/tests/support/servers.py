@@ -3,11 +3,14 @@
 PostgreSQL at 127.0.0.1:5432, database ``test`` (trust; user ``postgres``
 or the current user; ``INTENTKEY_TEST_PG`` overrides the connection
 string), Redis at 127.0.0.1:6379 (``INTENTKEY_TEST_REDIS`` overrides the
-URL), MariaDB or MySQL at 127.0.0.1:3306, user ``root`` with no password,
-database ``test`` (``INTENTKEY_TEST_MYSQL`` overrides the URL). A server
-that cannot be reached fails the test when ``CI=true`` and skips it, saying
-why, otherwise. Each test gets its own schema, prefix or database, dropped
-or deleted afterwards.
+URL), a Redis Cluster at 127.0.0.1:7000 (any of its nodes;
+``INTENTKEY_REDIS_CLUSTER`` overrides the URL,
+``redis+cluster://host:port[,host:port…]``; ``bash scripts/redis-cluster.sh
+start`` makes one), MariaDB or MySQL at 127.0.0.1:3306, user ``root`` with
+no password, database ``test`` (``INTENTKEY_TEST_MYSQL`` overrides the
+URL). A server that cannot be reached fails the test when ``CI=true`` and
+skips it, saying why, otherwise. Each test gets its own schema, prefix or
+database, dropped or deleted afterwards.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pytest
 PG_HOSTPART = "host=127.0.0.1 port=5432 dbname=test connect_timeout=3"
 REDIS_URL = os.environ.get("INTENTKEY_TEST_REDIS", "redis://127.0.0.1:6379/0")
 MYSQL_URL = os.environ.get("INTENTKEY_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+REDIS_CLUSTER_URL = os.environ.get("INTENTKEY_REDIS_CLUSTER", "redis+cluster://127.0.0.1:7000")
 
 
 def unreachable(what: str, where: str, why: object) -> None:
@@ -119,6 +123,87 @@ def redis_prefix() -> Iterator[str]:
                 client.delete(*keys)
         finally:
             client.close()
+
+
+def cluster_client(**options: Any) -> Any:
+    """A redis-py ``RedisCluster`` of the test cluster (its first node in
+    ``REDIS_CLUSTER_URL``) made with `options`, for the tests' own looks at it."""
+    from redis.cluster import RedisCluster
+
+    parts = urlsplit(REDIS_CLUSTER_URL.replace("+cluster", "", 1).split(",")[0].split("?")[0])
+    arguments: Dict[str, Any] = {"socket_connect_timeout": 3, "socket_timeout": 10}
+    arguments.update(options)
+    return RedisCluster(host=parts.hostname or "127.0.0.1", port=parts.port or 7000,
+                        username=unquote(parts.username) if parts.username else None,
+                        password=unquote(parts.password) if parts.password else None, **arguments)
+
+
+_cluster_ok = False
+
+
+def redis_cluster_url() -> str:
+    """The URL of the test Redis Cluster (fails or skips when it cannot be
+    reached or does not serve every slot)."""
+    global _cluster_ok
+    if _cluster_ok:
+        return REDIS_CLUSTER_URL
+    import redis
+
+    try:
+        client = cluster_client()
+        try:
+            state = client.cluster_info(target_nodes=client.get_random_node())["cluster_state"]
+        finally:
+            client.close()
+        if state != "ok":
+            raise redis.RedisError(f"cluster_state is {state}")
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as e:
+        unreachable("Redis Cluster", REDIS_CLUSTER_URL, e)
+    _cluster_ok = True
+    return REDIS_CLUSTER_URL
+
+
+def redis_cluster_masters(replicas: bool = False) -> List[Any]:
+    """A ``redis.Redis`` client of each master of the test cluster (and of
+    each replica, with `replicas`), as the cluster says now (the caller
+    closes them)."""
+    import redis
+
+    cluster = cluster_client()
+    try:
+        nodes = cluster.get_nodes() if replicas else cluster.get_primaries()
+        return [redis.Redis(host=n.host, port=n.port, socket_timeout=10) for n in nodes]
+    finally:
+        cluster.close()
+
+
+def redis_cluster_keys(prefix: str) -> Dict[str, List[bytes]]:
+    """The keys under the hash tags of `prefix` (``{prefix:…``) on each master (``host:port``), asked of each directly."""
+    found: Dict[str, List[bytes]] = {}
+    for master in redis_cluster_masters():
+        try:
+            where = master.connection_pool.connection_kwargs
+            found[f"{where['host']}:{where['port']}"] = list(master.keys("{" + prefix + ":*"))
+        finally:
+            master.close()
+    return found
+
+
+@contextmanager
+def redis_cluster_prefix() -> Iterator[str]:
+    """A fresh key prefix `ik_py_<random>` on the test cluster; afterwards
+    every key under its hash tags is deleted, one key at a time, on each master."""
+    redis_cluster_url()
+    prefix = f"ik_py_{uuid.uuid4().hex[:12]}"
+    try:
+        yield prefix
+    finally:
+        for master in redis_cluster_masters():
+            try:
+                for k in master.keys("{" + prefix + ":*"):
+                    master.delete(k)
+            finally:
+                master.close()
 
 
 _mysql_ok = False

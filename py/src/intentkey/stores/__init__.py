@@ -11,8 +11,8 @@ statements and hand the rows back to the core to decode.
 * :class:`PostgresStore` (psycopg 3 and ``psycopg_pool``): sync;
   :class:`AsyncPostgresStore`: ``asyncio``.
 * :class:`MySQLStore` (PyMySQL, MySQL 8 or MariaDB): sync.
-* :class:`RedisStore` (redis-py): sync; :class:`AsyncRedisStore`
-  (``redis.asyncio``).
+* :class:`RedisStore` (redis-py, one server or a Redis Cluster): sync;
+  :class:`AsyncRedisStore` (``redis.asyncio``).
 
 A sync store goes to :class:`intentkey.Guard`, an async one to
 :class:`intentkey.aio.AsyncGuard`. Failures raise
