@@ -42,7 +42,8 @@ export type ErrorCode =
   | 'invalid-step-output'
   | 'step-output-too-large'
   | 'step-in-flight'
-  | 'step-input-changed';
+  | 'step-input-changed'
+  | 'response-too-large';
 // end of generated block
 
 /** An error the intentkey core reported. The message never holds a secret. */

@@ -3,21 +3,23 @@
 // core's layout and scripts (from the component only), TTLs (none while in
 // flight; done records only), the race (16 child processes × 1000 keys) and
 // kill trials (an owner killed between its effect and its completion, then
-// recovery). Every test has its own key prefix and deletes its keys.
+// recovery), WAIT (wait=N) and the interop script the Rust tests run. Every
+// test has its own key prefix and deletes its keys. The cluster: redis-cluster.test.js.
 // Unreachable server: fails with CI=true, skipped (with a SKIPPED: line) otherwise.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { createGuard, jsonResponse } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { coreSchema } from '../src/stores/schema.js';
-import { freshPrefix, redisAvailability } from './support/redis.js';
+import { freshPrefix, processRace, redisAvailability, redisKillTrials } from './support/redis.js';
 import { freshStore, storeSuite, witRecord } from './support/store-suite.js';
-import { lineChild } from './support/line-child.js';
-import { killTrials } from './support/kill-trials.js';
-import { CONTENDERS, KEYS, checkRace, raceKeys } from './support/race.js';
+import { CONTENDERS, KEYS } from './support/race.js';
 
 const { skip } = await redisAvailability('redis.test.js');
+const run = promisify(execFile);
 
 /** Runs fn with a fresh prefix and a store on it, then deletes the prefix's keys. */
 async function withPrefix(fn) {
@@ -95,39 +97,42 @@ describe('Redis store', { skip }, () => {
     });
     await assert.rejects(redisStore({ url: 'redis://127.0.0.1:1/2' }), (e) => e.payload?.tag === 'unavailable');
   });
+
+  test('wait=N on one server: WAIT after each write that wrote; fewer replicas than N acknowledging it is store-unavailable naming them', async () => {
+    await withPrefix(async ({ url, client, prefix }) => {
+      const replicas = Number(/connected_slaves:(\d+)/.exec(await client.info('replication'))[1]);
+      const store = await redisStore({ url: `${url}&wait=${replicas + 1}&wait_timeout_ms=50` });
+      try {
+        const started = Date.now();
+        await assert.rejects(store.insert(witRecord('w-1', 'a'.repeat(32), 1)), (e) => {
+          assert.equal(e.payload?.tag, 'unavailable');
+          assert.match(e.message, new RegExp(`reached ${replicas} of the ${replicas + 1} replica\\(s\\) WAIT asked for`));
+          return true;
+        });
+        assert.ok(Date.now() - started >= 40, 'WAIT waited for its timeout');
+        assert.equal(await client.exists(`${prefix}:rec:w-1`), 1, 'the write is on the server, not acknowledged');
+        // A write that did not write (the key exists) waits for nothing: not an error.
+        assert.equal(await store.insert(witRecord('w-1', 'b'.repeat(32), 2)), false);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
+  test('the Node side of the Rust/Node interop (support/redis-interop.mjs) on one server: owned, then replayed', async () => {
+    await withPrefix(async ({ url }) => {
+      const script = fileURLToPath(new URL('./support/redis-interop.mjs', import.meta.url));
+      const once = async (body) => JSON.parse((await run(process.execPath, [script, url, 'interop-1', body])).stdout);
+      assert.deepEqual(await once('from node'), { outcome: 'owned', replayed: false, status: 201, body: 'from node' });
+      assert.deepEqual(await once('again'), { outcome: 'done', replayed: true, status: 201, body: 'from node' });
+    });
+  });
 });
-
-const start = (script, args) => lineChild(script, args);
-
-const contenderScript = fileURLToPath(new URL('./support/redis-contender.js', import.meta.url));
-const faultScript = fileURLToPath(new URL('./support/redis-fault-child.js', import.meta.url));
 
 describe(`race on Redis: ${CONTENDERS} child processes × ${KEYS} keys`, { skip }, () => {
   test(`${CONTENDERS} processes, one connection each: exactly one owner per key, no lost records`, async (t) => {
     await withPrefix(async ({ url, client, prefix, store }) => {
-      const effectsKey = `${prefix}:test-effects`;
-      const children = [];
-      try {
-        for (let id = 0; id < CONTENDERS; id++) children.push(start(contenderScript, [url, effectsKey, String(id), String(KEYS)]));
-        for (const c of children) assert.equal(await c.next(), 'ready', c.stderr());
-        for (const c of children) c.child.stdin.end('go\n');
-        const reports = [];
-        for (const c of children) reports.push(JSON.parse(await c.next()));
-        for (const c of children) assert.equal((await c.exited).code, 0, c.stderr());
-        const rows = [];
-        for (const status of ['in-flight', 'done', 'needs-reconciliation']) {
-          for (const r of await store.list(status, KEYS * 2)) {
-            rows.push({ key: r.key, status: status === 'done' ? 'done' : status, response_body: null, response_body_bytes: r.response?.body });
-          }
-        }
-        const effects = (await client.lrange(effectsKey, 0, -1)).map((e) => {
-          const [key, contender] = e.split(' ');
-          return { key, contender: Number(contender) };
-        });
-        t.diagnostic(checkRace(reports, raceKeys(), rows, effects));
-      } finally {
-        for (const c of children) c.child.kill();
-      }
+      t.diagnostic(await processRace({ url, store, client, effectsKey: `${prefix}:test-effects` }));
     });
   });
 });
@@ -137,22 +142,7 @@ const TRIALS = Number(process.env.IK_REDIS_KILL_TRIALS ?? 60);
 describe(`kill trials on Redis: ${TRIALS} owners killed at random moments, then recovery`, { skip }, () => {
   test('an owner killed between its effect and its completion: the record stays in flight (409), recovery settles it, never a second effect', async (t) => {
     await withPrefix(async ({ url, client, prefix, store }) => {
-      const effectsKey = `${prefix}:test-effects`;
-      const effects = async (key) => (await client.lrange(effectsKey, 0, -1)).filter((e) => e.split(' ')[0] === key).length;
-      await killTrials(t, {
-        trials: TRIALS,
-        store,
-        spawn: (key, pauseMs) => start(faultScript, [url, effectsKey, key, pauseMs]),
-        async kill(c) {
-          c.child.kill('SIGKILL');
-          await c.exited;
-        },
-        effects,
-        effect: (who) => async (k) => {
-          await client.rpush(effectsKey, `${k} ${who}`);
-          return jsonResponse(201, {});
-        },
-      });
+      await redisKillTrials(t, { trials: TRIALS, url, store, client, effectsKey: `${prefix}:test-effects` });
     });
   });
 });

@@ -11,15 +11,27 @@ export interface BullJob<Data = any> {
   moveToDelayed(timestamp: number, token?: string): Promise<void>;
 }
 
+/** What the processor reads of the Worker's options, when given them. */
+export interface BullWorkerOptions {
+  /** The Worker's connection: a Redis Cluster (ioredis Cluster, `isCluster: true`) needs a hash-tagged prefix. */
+  connection?: unknown;
+  /** BullMQ's key prefix (its default is `bull`). */
+  prefix?: string;
+}
+
 /**
- * `new Worker(name, idempotentProcessor({ guard, intent, effect, lookup, readYourWrites }), opts)`.
+ * `new Worker(name, idempotentProcessor({ guard, intent, effect, lookup, readYourWrites }, opts), opts)`.
  * Returns the result (the effect's, or the stored one). A delivery that meets its
  * intent in flight is moved to delayed until recovery is due (burning no attempt);
  * a payload conflict, an intent that cannot be keyed or a record needing
  * reconciliation fails with UnrecoverableError (its `code` and `cause` say which);
  * a refusal, the effect's throw or the store being unreachable is thrown for
- * BullMQ to retry by the job's attempts and backoff.
+ * BullMQ to retry by the job's attempts and backoff. Given the Worker's options
+ * (`opts`), a Redis Cluster connection with a prefix that is not hash-tagged
+ * (e.g. BullMQ's default `bull`; use `{bull}`) is an IntentkeyError
+ * `invalid-argument` whose `field` is `prefix`.
  */
 export function idempotentProcessor<Data = any>(
   options: QueueConsumerOptions<BullJob<Data>>,
+  workerOptions?: BullWorkerOptions,
 ): (job: BullJob<Data>, token?: string) => Promise<JsonValue>;

@@ -1,29 +1,50 @@
-// A store in Redis through ioredis 5 (an optional peer dependency). The record
-// layout and every Lua script are the component's (the core's
-// crates/intentkey/src/claim/redis.rs, through the WIT `schema` export
-// `redis-scripts`), the same the Rust store runs, so Node and Rust processes share
-// one Redis and the same records (docs/store-schema.md, "Redis").
+// A store in Redis, or a Redis Cluster, through ioredis 5 (an optional peer
+// dependency). The record layout, every key name and every Lua script are the
+// component's (the core's crates/intentkey/src/claim/redis.rs and
+// redis/layout.rs, through the WIT `schema` export: `redis-scripts`,
+// `redis-layout` and the calls made from it), the same the Rust store runs, so
+// Node and Rust processes share one Redis (or one cluster) and the same records
+// (docs/store-schema.md, "Redis"). This file only converts types and does the
+// I/O: it sends the calls the core names and hands their replies back.
 //
 // The claim is SET … NX with no expiry (an in-flight record is never released by
 // TTL); completion, recovery writes and release are scripts fenced on the owner
-// token; only done records get a TTL. The operations are asynchronous, so the
-// guard drives the core's claim flow through the `flows` resource.
+// token; only done records get a TTL. On a cluster every record lives with its
+// bucket's indexes under one hash tag, so each script touches one slot; listing
+// and purging send one call per bucket. With `wait`, a write that wrote is
+// followed by WAIT on the same connection. The operations are asynchronous, so
+// the guard drives the core's claim flow through the `flows` resource.
 import { createHash } from 'node:crypto';
-import { TRUSTED, coreSchema, redisCall, redisDecode, storeError, storedStatus } from './schema.js';
+import { IntentkeyError } from '../errors.js';
+import { checkOptionNames } from '../endpoint.js';
+import { TRUSTED, coreSchema, redisCall, redisDecode, redisLayout, storeError } from './schema.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
 
+/** The options redisStore takes, and those a URL's query may carry (as the Rust store reads them). */
+const OPTIONS = Object.freeze(['client', 'url', 'prefix', 'wait', 'waitTimeoutMs']);
+const URL_OPTIONS = Object.freeze({ prefix: 'prefix', wait: 'wait', wait_timeout_ms: 'waitTimeoutMs' });
+
+/** How long WAIT waits for the replicas when no waitTimeoutMs is given. */
+const DEFAULT_WAIT_TIMEOUT_MS = 1000;
+
+const CLUSTER_URL = /^(rediss?)\+cluster:\/\//;
+
 async function loadDriver() {
   try {
     const m = await import('ioredis');
-    return m.default ?? m.Redis ?? m;
+    return { Redis: m.default ?? m.Redis ?? m, Cluster: m.Cluster ?? m.default?.Cluster };
   } catch (e) {
     throw new Error(
       'intentkey: redisStore({ url }) needs ioredis 5: npm install ioredis@5 (or pass a connected ioredis client as { client })',
       { cause: e },
     );
   }
+}
+
+function optionError(option, message) {
+  return new IntentkeyError('invalid-argument', `redisStore: \`${option}\` ${message}`, option);
 }
 
 let cachedScripts = null;
@@ -40,120 +61,235 @@ function scripts() {
   return cachedScripts;
 }
 
-const RETRYABLE_REPLY = /^(LOADING|BUSY|TRYAGAIN|READONLY|MASTERDOWN|CLUSTERDOWN|NOREPLICAS)\b/;
+// MOVED and ASK reach the store only from a pipeline (ioredis follows them for
+// single commands): the slot moved; the script did not run there, retry.
+const RETRYABLE_REPLY = /^(LOADING|BUSY|TRYAGAIN|READONLY|MASTERDOWN|CLUSTERDOWN|NOREPLICAS|MOVED|ASK)\b/;
 
 /**
  * ioredis's error as a store error: a server reply (a script's refusal, malformed
- * data, a bad password) failed, unless the server is loading, busy, read-only or
- * asks to try again; anything else (a closed or refused connection, a timeout,
- * retries exhausted) unavailable.
+ * data, a bad password) failed, unless the server is loading, busy, read-only,
+ * redirecting or asks to try again; anything else (a closed or refused
+ * connection, a timeout, retries exhausted, a cluster not ready) unavailable.
  */
 function failure(e) {
+  if (e instanceof Error && e.name === 'StoreError') return e;
   const message = e instanceof Error ? e.message : String(e);
   const reply = e?.name === 'ReplyError';
   const unavailable = !reply || RETRYABLE_REPLY.test(message);
   return storeError(unavailable ? 'unavailable' : 'failed', `redis: ${message}`, e);
 }
 
-/** A stored value as the WIT record (the core decodes it); malformed data is a failed store error. */
-function decoded(key, value) {
+/** The core's refusal (an IntentkeyError: a malformed value, too few replicas) as a store error of `kind`. */
+function coreFailure(kind, fn) {
   try {
-    return redisDecode(key, value);
+    return fn();
   } catch (e) {
-    throw storeError('failed', `redis: ${e instanceof Error ? e.message : e}`, e);
+    throw storeError(kind, `redis: ${e instanceof Error ? e.message : e}`, e);
   }
 }
 
-/** Takes `prefix=…` out of a URL's query. */
-function splitPrefix(url) {
+const noScript = (e) => e?.name === 'ReplyError' && String(e.message).startsWith('NOSCRIPT');
+
+/** `value` if it is a whole number from 1 to 2^32 - 1, else an error naming `option`. */
+function atLeastOne(option, value, what) {
+  if (!Number.isSafeInteger(value) || value < 1 || value > 0xffffffff) throw optionError(option, `must be ${what} (a whole number, 1 or more)`);
+  return value;
+}
+
+/** A URL's number (digits only) as a number; anything else stays as it was, for atLeastOne to refuse. */
+const urlNumber = (text) => (/^[0-9]{1,10}$/.test(text) ? Number(text) : text);
+
+/**
+ * A URL split into where to connect and the store's own options: `{ cluster,
+ * connect, options }`, where `connect` is the URL without its query (one
+ * server) or the cluster's nodes and credentials. An option the query names
+ * that the store does not take is an error naming it; messages never hold the URL.
+ */
+function parseUrl(url) {
   const q = url.indexOf('?');
-  if (q < 0) return { url, prefix: undefined };
-  let prefix;
-  const rest = [];
-  for (const pair of url.slice(q + 1).split('&')) {
-    if (pair.startsWith('prefix=')) prefix = decodeURIComponent(pair.slice('prefix='.length));
-    else if (pair !== '') rest.push(pair);
+  const base = q < 0 ? url : url.slice(0, q);
+  const options = {};
+  for (const pair of q < 0 ? [] : url.slice(q + 1).split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const name = decodeURIComponent(eq < 0 ? pair : pair.slice(0, eq));
+    const option = Object.hasOwn(URL_OPTIONS, name) ? URL_OPTIONS[name] : undefined;
+    if (option === undefined) {
+      throw optionError(name, `in the URL's query is not an option; the URL takes ${Object.keys(URL_OPTIONS).join(', ')}`);
+    }
+    const value = decodeURIComponent(eq < 0 ? '' : pair.slice(eq + 1));
+    options[option] = option === 'prefix' ? value : urlNumber(value);
   }
-  return { url: rest.length === 0 ? url.slice(0, q) : `${url.slice(0, q)}?${rest.join('&')}`, prefix };
+  const scheme = CLUSTER_URL.exec(base);
+  if (scheme === null) return { cluster: false, connect: base, options };
+  // redis+cluster://[user:password@]host:port[,host:port…][/]
+  let rest = base.slice(scheme[0].length);
+  const at = rest.lastIndexOf('@');
+  const auth = at < 0 ? '' : rest.slice(0, at);
+  rest = at < 0 ? rest : rest.slice(at + 1);
+  rest = rest.replace(/\/$/, '');
+  if (rest.includes('/')) throw optionError('url', 'names a database: a cluster has only database 0 (redis+cluster://host:port[,host:port…])');
+  const nodes = rest
+    .split(',')
+    .filter((h) => h !== '')
+    .map((h) => {
+      const m = /^(\[[^\]]+\]|[^:]+):([0-9]{1,5})$/.exec(h);
+      if (m === null) throw optionError('url', 'names a cluster node that is not host:port (redis+cluster://host:port[,host:port…])');
+      return { host: m[1].replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+    });
+  if (nodes.length === 0) throw optionError('url', 'names no node (redis+cluster://host:port[,host:port…])');
+  const colon = auth.indexOf(':');
+  const redisOptions = {};
+  if (auth !== '') {
+    const username = decodeURIComponent(colon < 0 ? auth : auth.slice(0, colon));
+    if (username !== '') redisOptions.username = username;
+    if (colon >= 0) redisOptions.password = decodeURIComponent(auth.slice(colon + 1));
+  }
+  if (scheme[1] === 'rediss') redisOptions.tls = {};
+  return { cluster: true, connect: { nodes, redisOptions }, options };
+}
+
+/** A client of the store's own for `url`, connected: one server's, or a cluster's. */
+async function connect(parsed) {
+  const { Redis, Cluster } = await loadDriver();
+  // Fail fast while Redis is down (store-unavailable) instead of queueing commands.
+  const client = parsed.cluster
+    ? new Cluster(parsed.connect.nodes, {
+        lazyConnect: true,
+        enableOfflineQueue: false,
+        redisOptions: { ...parsed.connect.redisOptions, maxRetriesPerRequest: 1 },
+      })
+    : new Redis(parsed.connect, { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false });
+  // Failures reach the caller through the operations (store-unavailable); the
+  // client's own reconnect errors are not logged as unhandled.
+  client.on('error', () => {});
+  try {
+    if (parsed.cluster) await client.connect();
+    await client.ping();
+  } catch (e) {
+    client.disconnect();
+    throw failure(e);
+  }
+  return client;
 }
 
 /**
- * A record store in Redis.
- * @param {{ client?: any, url?: string, prefix?: string }} options an ioredis
- *   client (the caller keeps it), or a URL (`redis://host:port/db[?prefix=P]`; the
- *   store makes the client and close() quits it); `prefix` (default `intentkey`)
- *   starts every key the store writes
+ * A record store in Redis or a Redis Cluster.
+ * @param {{ client?: any, url?: string, prefix?: string, wait?: number, waitTimeoutMs?: number }} options
+ *   an ioredis client or Cluster (the caller keeps it), or a URL
+ *   (`redis://host:port/db` or `redis+cluster://host:port[,host:port…]`, with
+ *   `?prefix=P&wait=N&wait_timeout_ms=M`; the store makes the client and close()
+ *   quits it); `prefix` (default `intentkey`) starts every key the store writes
+ *   (on a cluster inside the hash tag `{prefix:NN}`); `wait`: every write that
+ *   wrote waits for that many replicas (WAIT, `waitTimeoutMs`, default 1000),
+ *   and fewer is store-unavailable
  */
 export async function redisStore(options = {}) {
   if (options === null || typeof options !== 'object') {
-    throw new TypeError('redisStore takes { client } (an ioredis client) or { url } (redis://host:port/db)');
+    throw optionError('options', 'redisStore takes { client } (an ioredis client or Cluster) or { url } (redis://host:port/db)');
   }
+  checkOptionNames(options, OPTIONS, 'redisStore');
   const { redisDefaultPrefix, redisBatch } = coreSchema();
   const S = scripts();
   let client = options.client;
-  let owned = false;
-  let prefix = options.prefix;
+  let parsed;
+  if ((client === undefined) === (options.url === undefined)) {
+    throw optionError(client === undefined ? 'url' : 'client', 'redisStore takes either { client } or { url }, not both and not neither');
+  }
   if (client === undefined) {
-    if (typeof options.url !== 'string') throw new TypeError('redisStore needs { client } or { url }');
-    const split = splitPrefix(options.url);
-    prefix ??= split.prefix;
-    const Redis = await loadDriver();
-    // Fail fast while Redis is down (store-unavailable) instead of queueing commands.
-    client = new Redis(split.url, { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false });
-    // Failures reach the caller through the operations (store-unavailable); the
-    // client's own reconnect errors are not logged as unhandled.
-    client.on('error', () => {});
-    owned = true;
-  } else if (typeof client.evalsha !== 'function') {
-    throw new TypeError('redisStore({ client }) needs an ioredis client');
-  } else if (client.options?.keyPrefix) {
+    if (typeof options.url !== 'string') throw optionError('url', 'must be a string: redis://host:port/db or redis+cluster://host:port');
+    parsed = parseUrl(options.url);
+  } else if (client === null || typeof client !== 'object' || typeof client.evalsha !== 'function' || typeof client.pipeline !== 'function') {
+    throw optionError('client', 'must be an ioredis client (new Redis(…)) or Cluster (new Cluster(…))');
+  } else if (client.options?.keyPrefix || client.options?.redisOptions?.keyPrefix) {
     // The scripts build record keys from the prefix they are given; ioredis's
     // keyPrefix would apply to some keys and not to those.
-    throw new TypeError("redisStore({ client }): use the store's prefix option, not the client's keyPrefix");
+    throw optionError('client', "has a keyPrefix: use the store's prefix option, not the client's keyPrefix");
+  } else if (client.isCluster === true && (client.options?.scaleReads ?? 'master') !== 'master') {
+    // A replica may not have the latest write yet: a record read there could be a claim's stale past.
+    throw optionError('client', "reads from replicas (scaleReads): the store reads its records from the masters; use scaleReads: 'master'");
   }
-  prefix ??= redisDefaultPrefix;
-  if (typeof prefix !== 'string' || prefix === '' || /\s/.test(prefix)) {
-    throw new TypeError('redisStore: prefix must be a non-empty string without spaces');
+  const given = { ...parsed?.options, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) };
+  const prefix = given.prefix ?? redisDefaultPrefix;
+  if (typeof prefix !== 'string') throw optionError('prefix', 'must be a string, e.g. payments');
+  const wait = given.wait === undefined ? undefined : atLeastOne('wait', given.wait, 'the number of replicas each write waits for');
+  if (given.waitTimeoutMs !== undefined && wait === undefined) {
+    throw optionError('waitTimeoutMs', 'is the timeout of WAIT: give `wait` (the replicas to wait for) with it');
   }
-  const recPrefix = `${prefix}:rec:`;
-  const index = (stored) => `${prefix}:idx:${stored}`;
-  const expiry = `${prefix}:exp`;
+  const waitTimeoutMs =
+    given.waitTimeoutMs === undefined ? DEFAULT_WAIT_TIMEOUT_MS : atLeastOne('waitTimeoutMs', given.waitTimeoutMs, 'milliseconds (WAIT 0 would block forever)');
+  const layout = Object.freeze({ prefix, cluster: parsed?.cluster ?? client.isCluster === true });
+  redisLayout.check(layout); // the core's: invalid-argument naming `prefix`
 
-  /** EVALSHA, or EVAL when the server does not know the script yet. */
-  async function run(name, keys, args) {
-    const { sha, source } = S[name];
+  /** EVALSHA, or EVAL when the server (on a cluster: that slot's master) does not know the script yet. */
+  async function run({ script, keys, args }) {
+    const { sha, source } = S[script];
     try {
       try {
         return await client.evalsha(sha, keys.length, ...keys, ...args);
       } catch (e) {
-        if (!(e?.name === 'ReplyError' && String(e.message).startsWith('NOSCRIPT'))) throw e;
+        if (!noScript(e)) throw e;
         return await client.eval(source, keys.length, ...keys, ...args);
       }
     } catch (e) {
       throw failure(e);
     }
   }
+
+  /**
+   * A write script and WAIT in one pipeline: both go to one node (the master of
+   * the keys' slot) on one connection, so WAIT covers this write. Answers the
+   * script's reply; when it wrote (1), fewer replicas than `wait` acknowledging
+   * it is store-unavailable (the core's check).
+   */
+  async function runAndWait({ script, keys, args }) {
+    const { sha, source } = S[script];
+    const send = (eval_, body) => client.pipeline()[eval_](body, keys.length, ...keys, ...args).call('wait', wait, waitTimeoutMs).exec();
+    let replies;
+    try {
+      replies = await send('evalsha', sha);
+      if (noScript(replies[0][0])) replies = await send('eval', source);
+    } catch (e) {
+      throw failure(e);
+    }
+    const [[error, reply], [waitError, acked]] = replies;
+    if (error) {
+      if (/^MOVED /.test(error.message ?? '')) client.refreshSlotsCache?.();
+      throw failure(error);
+    }
+    if (Number(reply) !== 1) return reply;
+    if (waitError) throw failure(waitError);
+    coreFailure('unavailable', () => redisLayout.checkReplicas(wait, acked));
+    return reply;
+  }
+
   /** A write: the core's script call (keys and arguments in its layout); true when it wrote. */
   const write = async (op, value) => {
-    const { script, keys, args } = redisCall(op, prefix, value);
-    return Number(await run(script, keys, args)) === 1;
+    const call = redisCall(op, layout, value);
+    return Number(await (wait === undefined ? run(call) : runAndWait(call))) === 1;
   };
 
-  try {
-    await client.ping();
-  } catch (e) {
-    if (owned) client.disconnect();
-    throw failure(e);
+  if (client === undefined) {
+    client = await connect(parsed);
+  } else {
+    try {
+      await client.ping();
+    } catch (e) {
+      throw failure(e);
+    }
   }
+  const owned = parsed !== undefined;
 
   return {
     kind: 'redis',
     synchronous: false,
     [TRUSTED]: true,
-    /** The ioredis client. */
+    /** The ioredis client (a Cluster on a cluster). */
     client,
     /** The prefix of every key this store writes. */
     prefix,
+    /** Whether the records are in the cluster layout (hash-tagged buckets). */
+    cluster: layout.cluster,
 
     async insert(r) {
       return write('insert', r);
@@ -162,11 +298,11 @@ export async function redisStore(options = {}) {
     async get(key) {
       let value;
       try {
-        value = await client.get(`${recPrefix}${key}`);
+        value = await client.get(redisLayout.recordKey(layout, key));
       } catch (e) {
         throw failure(e);
       }
-      return value === null ? undefined : decoded(key, value);
+      return value === null ? undefined : coreFailure('failed', () => redisDecode(key, value));
     },
 
     async complete(c) {
@@ -181,22 +317,25 @@ export async function redisStore(options = {}) {
       return write('release', r);
     },
 
+    // One call per bucket (the core's), each to its slot's master; the core merges the replies in one order.
     async list(status, limit) {
-      const stored = storedStatus(status);
-      if (limit <= 0) return [];
-      const pairs = await run('list', [index(stored)], [stored, String(limit), recPrefix, String(redisBatch)]);
-      const out = [];
-      for (let i = 0; i + 1 < pairs.length; i += 2) out.push(decoded(pairs[i], pairs[i + 1]));
-      return out;
+      const replies = await Promise.all(redisLayout.list(layout, status, limit).map(run));
+      return coreFailure('failed', () => redisLayout.listed(limit, replies));
     },
 
+    // One call per bucket, each sent again while it looked at a whole batch.
     async purge(now) {
-      let deleted = 0;
-      for (;;) {
-        const [n, lookedAt] = await run('purge', [expiry, index('done')], [String(now), String(redisBatch), recPrefix]);
-        deleted += Number(n);
-        if (Number(lookedAt) < redisBatch) return deleted;
-      }
+      const counts = await Promise.all(
+        redisLayout.purge(layout, now).map(async (call) => {
+          let deleted = 0;
+          for (;;) {
+            const [n, lookedAt] = await run(call);
+            deleted += Number(n);
+            if (Number(lookedAt) < redisBatch) return deleted;
+          }
+        }),
+      );
+      return counts.reduce((a, b) => a + b, 0);
     },
 
     /** Quits the client if the store made it (from a URL). */

@@ -7,7 +7,6 @@
 // the parameters the core makes from a record and hands the rows back to the
 // core (docs/stores.md).
 import { internal } from '../node-core.js';
-import { STATUS_FROM_WIT } from '../claims.js';
 
 export { TRUSTED } from './trusted.js';
 
@@ -15,7 +14,7 @@ let cached = null;
 /**
  * The schema, from the component: { migrations: [{ version, statements }],
  * migrationsTable, schemaVersion, migrationLock (a bigint), redisScripts:
- * [{ name, source }], redisDefaultPrefix, redisBatch }.
+ * [{ name, source }], redisDefaultPrefix, redisBatch, redisClusterBuckets }.
  */
 export function coreSchema() {
   if (cached === null) {
@@ -28,6 +27,7 @@ export function coreSchema() {
         redisScripts: Object.freeze(s.redisScripts().map((x) => Object.freeze({ name: x.name, source: x.source }))),
         redisDefaultPrefix: s.redisDefaultPrefix(),
         redisBatch: s.redisBatch(),
+        redisClusterBuckets: s.redisClusterBuckets(),
       }),
     );
   }
@@ -36,25 +36,46 @@ export function coreSchema() {
 
 /**
  * The core's call of a Redis write script ({ script, keys, args }) for a store
- * operation under `prefix`: `insert` (a WIT record), `complete` (a completion),
- * `replace` (a replacement) or `release` (a release request).
+ * operation on `layout` (WIT redis-layout: { prefix, cluster }): `insert` (a WIT
+ * record), `complete` (a completion), `replace` (a replacement) or `release` (a
+ * release request).
  */
-export function redisCall(op, prefix, value) {
+export function redisCall(op, layout, value) {
   return internal.rawSchema((s) => {
     switch (op) {
       case 'insert':
-        return s.redisInsert(prefix, value);
+        return s.redisInsert(layout, value);
       case 'complete':
-        return s.redisComplete(prefix, value);
+        return s.redisComplete(layout, value);
       case 'replace':
-        return s.redisReplace(prefix, value);
+        return s.redisReplace(layout, value);
       case 'release':
-        return s.redisRelease(prefix, value);
+        return s.redisRelease(layout, value);
       default:
         throw new Error(`intentkey: no Redis call for ${op} (a bug)`);
     }
   });
 }
+
+/**
+ * The core's Redis layout (docs/store-schema.md, "Redis"), for `layout` (WIT
+ * redis-layout: { prefix, cluster }): where every key lives, on one server or
+ * in the cluster's hash-tagged buckets. Each throws the core's IntentkeyError.
+ *  - check(layout): invalid-argument (field prefix) for a prefix the layout cannot use;
+ *  - recordKey(layout, key): the key a GET of record `key` reads;
+ *  - list(layout, status, limit): the `list` script calls (one per bucket and status);
+ *  - listed(limit, replies): the records of their replies, in one order (store-failed for a malformed reply);
+ *  - purge(layout, now): the `purge` script calls, one per bucket;
+ *  - checkReplicas(wanted, acked): store-unavailable when WAIT acknowledged fewer replicas than wanted.
+ */
+export const redisLayout = Object.freeze({
+  check: (layout) => internal.rawSchema((s) => s.redisCheckLayout(layout)),
+  recordKey: (layout, key) => internal.rawSchema((s) => s.redisRecordKey(layout, key)),
+  list: (layout, status, limit) => internal.rawSchema((s) => s.redisList(layout, status, limit)),
+  listed: (limit, replies) => internal.rawSchema((s) => s.redisListed(limit, replies)),
+  purge: (layout, now) => internal.rawSchema((s) => s.redisPurge(layout, BigInt(now))),
+  checkReplicas: (wanted, acked) => internal.rawSchema((s) => s.redisCheckReplicas(wanted, BigInt(acked))),
+});
 
 /** A stored Redis value as the WIT record under `key` (the core decodes; store-failed when malformed). */
 export function redisDecode(key, value) {
@@ -150,13 +171,6 @@ export function storeError(kind, message, cause) {
   e.name = 'StoreError';
   e.payload = { tag: kind, val: message };
   return e;
-}
-
-/** The statuses the WIT names, stored spelling (for list). */
-export function storedStatus(witStatus) {
-  const s = STATUS_FROM_WIT.get(witStatus);
-  if (s === undefined) throw storeError('failed', `unknown status ${String(witStatus)}`);
-  return s;
 }
 
 /**

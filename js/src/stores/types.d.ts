@@ -106,10 +106,12 @@ export interface MysqlStore extends Store {
 export interface RedisStore extends Store {
   readonly kind: 'redis';
   readonly synchronous: false;
-  /** The ioredis client. */
+  /** The ioredis client (a Cluster on a cluster). */
   readonly client: any;
   /** The prefix of every key the store writes. */
   readonly prefix: string;
+  /** Whether the records are in the cluster layout (hash-tagged buckets `{prefix:NN}`). */
+  readonly cluster: boolean;
   /** Quits the client if the store made it (from a URL). */
   close(): Promise<void>;
 }

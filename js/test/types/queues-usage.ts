@@ -1,6 +1,6 @@
 // Compiled (never run) by types.test.js: intentkey/bullmq and intentkey/pg-boss describe real use.
 import { createGuard, createKeyer, memoryStore, refused } from 'intentkey';
-import { IntentkeyQueueError, idempotentProcessor, type BullJob, type QueueLookupAnswer } from 'intentkey/bullmq';
+import { IntentkeyQueueError, idempotentProcessor, type BullJob, type BullWorkerOptions, type QueueLookupAnswer } from 'intentkey/bullmq';
 import { idempotentHandler, type BossJob, type QueueOutcomeEvent } from 'intentkey/pg-boss';
 
 interface PaymentJob {
@@ -54,3 +54,8 @@ console.log(work);
 idempotentHandler({ guard, intent: () => ({ tenantId: 't', actionType: 'a', payload: {} }), effect: () => null });
 // @ts-expect-error the effect's result must be JSON
 idempotentProcessor({ guard, intent: () => ({ tenantId: 't', intentId: 'i', actionType: 'a', payload: {} }), effect: () => new Map() });
+// The Worker's options, checked for a Redis Cluster (a hash-tagged prefix).
+const workerOptions: BullWorkerOptions = { connection: { isCluster: true }, prefix: '{bull}' };
+idempotentProcessor({ guard, intent: () => ({ tenantId: 't', intentId: 'i', actionType: 'a', payload: {} }), effect: () => null }, workerOptions);
+// @ts-expect-error the prefix is a string
+idempotentProcessor({ guard, intent: () => ({ tenantId: 't', intentId: 'i', actionType: 'a', payload: {} }), effect: () => null }, { prefix: 7 });

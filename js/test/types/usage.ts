@@ -140,6 +140,14 @@ async function claimSide(): Promise<void> {
   void rsKind;
   await rs.close();
   await redisOnly({ client: rs.client });
+  const cluster: RedisStore = await redisStore({ url: 'redis+cluster://127.0.0.1:7000,127.0.0.1:7001?prefix=ik&wait=1', waitTimeoutMs: 500 });
+  const isCluster: boolean = cluster.cluster;
+  void isCluster;
+  await redisOnly({ client: cluster.client, prefix: 'ik', wait: 1 });
+  // @ts-expect-error a client or a URL, not both
+  await redisOnly({ client: {}, url: 'redis://127.0.0.1:6379' });
+  // @ts-expect-error wait is a number of replicas
+  await redisOnly({ url: 'redis://127.0.0.1:6379', wait: 'all' });
   const ms: MysqlStore = await mysqlStore({ url: 'mysql://root@127.0.0.1:3306/test', schema: 'ik' });
   const msKind: 'mysql' = ms.kind;
   void msKind;
