@@ -49,13 +49,13 @@ step "every relative link in the Markdown resolves (files and #anchors)" python3
 step "the components import no WASI" bash -c "cargo xtask check-imports dist/intentkey.wasm && cargo xtask check-imports dist/intentkey-pure.wasm"
 # The component crate is a wasm32 cdylib (built and checked above); natively its
 # exported symbols do not link, so the native test run leaves it out.
-step "Rust tests (unit, doc, property, golden vectors native and wasmtime, CLI, stores (SQLite, PostgreSQL, MySQL/MariaDB, Redis), races, faults, recovery races, PostgreSQL restart, the journal)" \
+step "Rust tests (unit, doc, property, golden vectors native and wasmtime, CLI, stores (SQLite, PostgreSQL, MySQL/MariaDB, Redis, Redis Cluster with a failover under load, DynamoDB on dynalite), races, faults, recovery races, PostgreSQL restart, the journal)" \
     logged rust-tests cargo test --workspace --exclude intentkey-component --locked
 step "vectors match their generator and the oracle" logged vectors python3 tests/vectors/generate.py --check
 step "differential against the oracle" logged differential python3 tests/differential.py --bin "$target_dir/debug/intentkey" --cases 20000
-step "Python package: the wheel (pure, both components, py.typed) in a fresh virtualenv, mypy --strict, pytest on the installed wheel (892 golden vectors, 36 HTTP cases/192 steps, guard, keyring, CLI and demo, stores on SQLite, PostgreSQL, MySQL and Redis shared with Node and Rust, MySQL kill trials, ASGI/WSGI middleware with httpx and Stripe's SDK, the journal and the openai agent, Celery kill trials on RabbitMQ, a virtualenv with only the wheel)" \
+step "Python package: the wheel (pure, both components, py.typed) in a fresh virtualenv, mypy --strict, pytest on the installed wheel (892 golden vectors, 36 HTTP cases/192 steps, guard, keyring, CLI and demo, stores on SQLite, PostgreSQL, MySQL, Redis, Redis Cluster and DynamoDB shared with Node and Rust, MySQL kill trials, ASGI/WSGI middleware with httpx and Stripe's SDK, the journal and the openai agent, Celery kill trials on RabbitMQ, a virtualenv with only the wheel)" \
     logged python-tests env INTENTKEY_BIN="$target_dir/debug/intentkey" bash scripts/test-py.sh
-step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg, SQLite, MySQL and Redis, store kill trials on Redis and MySQL, BullMQ and pg-boss kill trials, the journal and the openai agent loop)" logged node-tests bash -c "cd js && npm test"
+step "Node tests (golden vectors, API, CLI, stores, guard, middleware, races on pg, SQLite, MySQL, Redis, Redis Cluster and DynamoDB, store kill trials on Redis and MySQL, BullMQ and pg-boss kill trials, the journal and the openai agent loop)" logged node-tests bash -c "cd js && npm test"
 step "golden vectors in headless Chromium" bash -c "cd js && npm run test:browser"
 step "the packed npm package in Bun (key and HTTP vectors, intentkey/fetch)" logged bun bash -c "cd js && npm run -s test:bun"
 step "the packed npm package in Deno (key and HTTP vectors, intentkey/fetch)" logged deno bash -c "cd js && npm run -s test:deno"

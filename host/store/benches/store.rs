@@ -1,5 +1,5 @@
 //! A guarded intent against the statements it cannot do without, on SQLite,
-//! PostgreSQL, MySQL/MariaDB, Redis and a Redis Cluster.
+//! PostgreSQL, MySQL/MariaDB, Redis, a Redis Cluster and DynamoDB (on dynalite).
 //!
 //! `cargo bench -p intentkey-store --bench store` (PostgreSQL at
 //! 127.0.0.1:5432, database `test`; MariaDB or MySQL at 127.0.0.1:3306, root,
@@ -12,7 +12,10 @@
 //! per-write durability), and its round trip is `PING`. The cluster (the
 //! test script's, `bash scripts/redis-cluster.sh start`, or
 //! `INTENTKEY_REDIS_CLUSTER`) has the same floor through the cluster client,
-//! each key on the master of its slot.
+//! each key on the master of its slot. DynamoDB's floor is two bare
+//! `PutItem`s into a table with the key only, on the same endpoint (dynalite
+//! at 127.0.0.1:4567, started by `bash scripts/dynalite.sh start`, or
+//! `INTENTKEY_DYNAMODB`).
 //!
 //! Per intent, one at a time:
 //! - (a) the two-commit floor: a bare `INSERT … ON CONFLICT DO NOTHING` and a
@@ -360,6 +363,161 @@ fn redis_setup() -> Option<(String, String, RedisFloor)> {
             prefix,
         },
     ))
+}
+
+/// DynamoDB's floor: two bare `PutItem`s (the first conditioned on the key's
+/// absence, the second on its presence) into a table with the key only (no
+/// index), on the same endpoint (dynalite, started by the test script).
+struct DynamoFloor {
+    client: aws_sdk_dynamodb::Client,
+    runtime: tokio::runtime::Runtime,
+    table: String,
+}
+
+impl DynamoFloor {
+    fn put(&mut self, key: &str, condition: &str) {
+        use aws_sdk_dynamodb::types::AttributeValue as V;
+        let item = [
+            ("key", V::S(key.to_owned())),
+            ("status", V::S("in_flight".to_owned())),
+            (
+                "owner_token",
+                V::S("0123456789abcdef0123456789abcdef".to_owned()),
+            ),
+            ("created_at", V::N("1700000000".to_owned())),
+            ("fingerprint", V::S("fp".to_owned())),
+        ];
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(
+                item.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            ))
+            .condition_expression(condition)
+            .expression_attribute_names("#k", "key");
+        self.runtime.block_on(put.send()).unwrap();
+    }
+}
+
+impl Floor for DynamoFloor {
+    fn insert(&mut self, key: &str) {
+        self.put(key, "attribute_not_exists(#k)");
+    }
+    fn update(&mut self, key: &str) {
+        self.put(key, "attribute_exists(#k)");
+    }
+    fn update_fast(&mut self, key: &str) {
+        self.put(key, "attribute_exists(#k)");
+    }
+    fn round_trip(&mut self) {
+        let get = self.client.get_item().table_name(&self.table).key(
+            "key",
+            aws_sdk_dynamodb::types::AttributeValue::S("none".to_owned()),
+        );
+        self.runtime.block_on(get.send()).unwrap();
+    }
+}
+
+fn dynamo_endpoint() -> String {
+    std::env::var("INTENTKEY_DYNAMODB").unwrap_or_else(|_| "dynamodb://127.0.0.1:4567".to_owned())
+}
+
+/// The store's table and URL, and the floor's table; `None` when there is no endpoint.
+fn dynamo_setup() -> Option<(String, DynamoFloor)> {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let endpoint = dynamo_endpoint();
+    let host = endpoint
+        .trim_start_matches("dynamodb://")
+        .trim_end_matches('/')
+        .to_owned();
+    if let Err(e) = std::net::TcpStream::connect(&host) {
+        println!("SKIPPED: DynamoDB benchmarks: no endpoint at {endpoint} ({e}); bash scripts/dynalite.sh start");
+        return None;
+    }
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "local", "local", None, None, "bench",
+        ))
+        .http_client(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                    aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+                ))
+                .build_https(),
+        )
+        .endpoint_url(format!("http://{host}"))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let table = format!("ik-bench-floor-{}", std::process::id());
+    let create = client
+        .create_table()
+        .table_name(&table)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("key")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("key")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .billing_mode(BillingMode::PayPerRequest);
+    runtime.block_on(create.send()).unwrap();
+    let url = format!(
+        "{}/ik-bench-{}",
+        endpoint.trim_end_matches('/'),
+        std::process::id()
+    );
+    Some((
+        url,
+        DynamoFloor {
+            client,
+            runtime,
+            table,
+        },
+    ))
+}
+
+/// Deletes the bench's two tables.
+fn dynamo_cleanup(floor_table: &str) {
+    let endpoint = dynamo_endpoint();
+    let host = endpoint
+        .trim_start_matches("dynamodb://")
+        .trim_end_matches('/')
+        .to_owned();
+    for table in [
+        floor_table.to_owned(),
+        format!("ik-bench-{}", std::process::id()),
+    ] {
+        use std::io::{Read as _, Write as _};
+        let Ok(mut s) = std::net::TcpStream::connect(&host) else {
+            return;
+        };
+        let body = format!(r#"{{"TableName":"{table}"}}"#);
+        let _ = write!(
+            s,
+            "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-amz-json-1.0\r\n\
+             X-Amz-Target: DynamoDB_20120810.DeleteTable\r\nX-Amz-Date: 20260101T000000Z\r\n\
+             Authorization: AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = s.read_to_string(&mut String::new());
+    }
 }
 
 /// The Redis Cluster of the test script (`scripts/redis-cluster.sh start`;
@@ -833,6 +991,11 @@ fn main() {
         Some((prefix, url, floor)) => (Some(prefix), Some(open(&url).unwrap()), Some(floor)),
         None => (None, None, None),
     };
+    let (dynamo_store, dynamo_floor) = match dynamo_setup() {
+        Some((url, floor)) => (Some(open(&url).unwrap()), Some(floor)),
+        None => (None, None),
+    };
+    let dynamo_floor_table = dynamo_floor.as_ref().map(|f| f.table.clone());
     {
         let mut subjects = vec![sqlite_subject(sqlite.as_ref(), &path)];
         if let (Some(store), Some(floor)) = (pg_store.as_ref(), pg_floor) {
@@ -863,6 +1026,13 @@ fn main() {
                 store: store.as_ref(),
             });
         }
+        if let (Some(store), Some(floor)) = (dynamo_store.as_ref(), dynamo_floor) {
+            subjects.push(Subject {
+                name: "DynamoDB (dynalite 4.0, loopback)",
+                floor: Box::new(floor),
+                store: store.as_ref(),
+            });
+        }
         for subject in &mut subjects {
             bench_subject(&mut c, subject);
         }
@@ -889,6 +1059,10 @@ fn main() {
     }
     if let Some(prefix) = redis_prefix {
         redis_cleanup(&prefix);
+    }
+    drop(dynamo_store);
+    if let Some(table) = dynamo_floor_table {
+        dynamo_cleanup(&table);
     }
     drop(cluster_store);
     if let Some(prefix) = cluster_prefix {

@@ -1238,6 +1238,15 @@ fn redis_cluster_node_and_rust_share_records() {
     node_and_rust_share_records(&p.url(), "redis-interop.mjs", "ioredis");
 }
 
+/// The same on one DynamoDB table (`js/test/support/dynamo-interop.mjs`).
+#[test]
+fn dynamodb_node_and_rust_share_records() {
+    let Some(t) = DynamoTable::new("dynamodb_interop") else {
+        return;
+    };
+    node_and_rust_share_records(&t.url(), "dynamo-interop.mjs", "@aws-sdk/client-dynamodb");
+}
+
 /// The same on one MySQL / MariaDB database (`js/test/support/mysql-interop.mjs`).
 #[test]
 fn mysql_node_and_rust_share_records() {
