@@ -545,16 +545,7 @@ fn redis_cluster_store() {
     );
     // 200 records: on every master, each with its bucket's tag, and every
     // one listed, inspected and purged through the store.
-    let guard = Guard::new(store.as_ref()).with_ttl(10);
-    for i in 0..200 {
-        guard
-            .run(
-                &attempt(&format!("spread-{i:03}"), "fp"),
-                1_700_000_000,
-                |_| Response::json(200, "{}"),
-            )
-            .unwrap();
-    }
+    spread(store.as_ref(), 200);
     let per_master = redis_db::keys_per_master(&format!("{{{}:*:rec:*", prefix.prefix));
     assert_eq!(per_master.len(), 3, "three masters: {per_master:?}");
     assert!(
@@ -562,13 +553,7 @@ fn redis_cluster_store() {
         "records on every master: {per_master:?}"
     );
     assert_eq!(per_master.iter().sum::<usize>(), 204);
-    let done = store.list(Some(Status::Done), 1000).unwrap();
-    assert_eq!(done.len(), 202, "200 spread and 2 from the recovery suite");
-    assert!(done
-        .windows(2)
-        .all(|w| (w[0].created_at, &w[0].key) <= (w[1].created_at, &w[1].key)));
-    assert_eq!(store.list(Some(Status::Done), 7).unwrap(), done[..7]);
-    assert_eq!(store.purge(1_700_000_011).unwrap(), 200);
+    list_and_purge_the_spread(store.as_ref(), 200, 2);
     assert_eq!(
         redis_db::keys_per_master(&format!("{{{}:*:rec:*", prefix.prefix))
             .iter()
@@ -592,26 +577,12 @@ fn dynamodb_store() {
     let store = open(&t.url()).unwrap();
     recovery(store.as_ref());
     assert_eq!(open(&t.url()).unwrap().list(None, 10).unwrap().len(), 4);
-    let guard = Guard::new(store.as_ref()).with_ttl(10);
-    for i in 0..120 {
-        guard
-            .run(
-                &attempt(&format!("spread-{i:03}"), "fp"),
-                1_700_000_000,
-                |_| Response::json(200, "{}"),
-            )
-            .unwrap();
-    }
-    let done = store.list(Some(Status::Done), 1000).unwrap();
-    assert_eq!(done.len(), 122, "120 spread and 2 from the recovery suite");
-    assert!(done
-        .windows(2)
-        .all(|w| (w[0].created_at, &w[0].key) <= (w[1].created_at, &w[1].key)));
-    assert_eq!(store.list(Some(Status::Done), 7).unwrap(), done[..7]);
-    assert_eq!(store.purge(1_700_000_011).unwrap(), 120);
+    spread(store.as_ref(), 120);
+    list_and_purge_the_spread(store.as_ref(), 120, 2);
     assert_eq!(store.list(None, 1000).unwrap().len(), 4);
     // A body over DynamoDB's 400 KB item: response-too-large, the record
     // left in flight as it was (nothing half-written).
+    let guard = Guard::new(store.as_ref());
     let owner = guard.claim(&attempt("big", "fp"), 1_700_000_000).unwrap();
     let big = Response::new(200, "application/octet-stream", vec![1; 500 * 1024]);
     let e = store
@@ -637,6 +608,32 @@ fn dynamodb_store() {
         )
         .unwrap();
     assert_eq!(store.get("big").unwrap().unwrap().response, Some(fits));
+}
+
+/// `n` done records (`spread-000` …), expiring at 1_700_000_010.
+fn spread(store: &dyn Store, n: usize) {
+    let guard = Guard::new(store).with_ttl(10);
+    for i in 0..n {
+        guard
+            .run(
+                &attempt(&format!("spread-{i:03}"), "fp"),
+                1_700_000_000,
+                |_| Response::json(200, "{}"),
+            )
+            .unwrap();
+    }
+}
+
+/// Every `done` record listed in order (the spread's `n` and `others`), a
+/// limit that keeps the oldest, and a purge that deletes exactly the spread.
+fn list_and_purge_the_spread(store: &dyn Store, n: usize, others: usize) {
+    let done = store.list(Some(Status::Done), 1000).unwrap();
+    assert_eq!(done.len(), n + others, "{n} spread and {others} others");
+    assert!(done
+        .windows(2)
+        .all(|w| (w[0].created_at, &w[0].key) <= (w[1].created_at, &w[1].key)));
+    assert_eq!(store.list(Some(Status::Done), 7).unwrap(), done[..7]);
+    assert_eq!(store.purge(1_700_000_011).unwrap(), n as u64);
 }
 
 /// The same on DynamoDB.

@@ -690,9 +690,7 @@ pub fn listed(limit: u32, pages: &[Value]) -> crate::Result<Vec<Record>> {
             all.push(decode(item)?);
         }
     }
-    all.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
-    all.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(all)
+    Ok(crate::claim::record::oldest_first(all, limit))
 }
 
 /// What `answer`, DynamoDB's answer to [`Table::request`]`(op)`, means to

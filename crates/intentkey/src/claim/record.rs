@@ -226,3 +226,12 @@ pub fn owner_token_from_slice(random: &[u8]) -> crate::Result<String> {
     })?;
     Ok(owner_token(bytes))
 }
+
+/// Keeps the `limit` oldest of `records` (by `created_at`, then key: the
+/// order of the SQL stores' `ORDER BY created_at, key`), in that order: how
+/// the stores that list in parts (Redis buckets, DynamoDB partitions) merge.
+pub(crate) fn oldest_first(mut records: Vec<Record>, limit: u32) -> Vec<Record> {
+    records.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+    records.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    records
+}

@@ -328,9 +328,7 @@ pub fn listed<S: AsRef<str>>(limit: u32, replies: &[Vec<S>]) -> crate::Result<Ve
             all.push(decode(pair[0].as_ref(), pair[1].as_ref())?);
         }
     }
-    all.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
-    all.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(all)
+    Ok(crate::claim::record::oldest_first(all, limit))
 }
 
 /// What `WAIT numreplicas timeout` answering `acked` means after a write
