@@ -31,7 +31,7 @@ logged() {
 
 # A real Redis Cluster (3 masters, 3 replicas on 127.0.0.1:7000-7005) for the
 # cluster store tests in every host, stopped when this script ends; the
-# failover test makes one of its own on 7100-7105.
+# failover tests make their own on 7100-7105 and 7110-7115.
 # dynalite, a local DynamoDB endpoint, for the DynamoDB store tests (also
 # stopped at the end).
 bash scripts/redis-cluster.sh start

@@ -25,6 +25,8 @@ use intentkey::claim::redis::Layout;
 use intentkey::claim::{Attempt, Record};
 use intentkey_store::open;
 
+/// The failover test's cluster; the other test's is on `BASE + 10`
+/// (the two run at once, each on a cluster of its own).
 const BASE: u16 = 7100;
 const THREADS: usize = 8;
 
@@ -51,13 +53,13 @@ fn cluster(action: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// The cluster of this test, stopped when dropped.
-struct Cluster;
+/// A cluster of one test's own (ports `base`..`base + 5`), stopped when dropped.
+struct Cluster(u16);
 
 impl Cluster {
-    fn start(test: &str) -> Option<Cluster> {
-        match cluster("start", &[&BASE.to_string()]) {
-            Ok(_) => Some(Cluster),
+    fn start(test: &str, base: u16) -> Option<Cluster> {
+        match cluster("start", &[&base.to_string()]) {
+            Ok(_) => Some(Cluster(base)),
             Err(e) => {
                 assert!(
                     std::env::var("CI").as_deref() != Ok("true"),
@@ -74,7 +76,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = cluster("stop", &[&BASE.to_string()]);
+        let _ = cluster("stop", &[&self.0.to_string()]);
     }
 }
 
@@ -86,8 +88,8 @@ fn node(port: u16) -> redis::Connection {
 }
 
 /// The master that serves `key` and its replica: (master port, replica port).
-fn master_and_replica(key: &str) -> (u16, u16) {
-    let mut c = node(BASE);
+fn master_and_replica(base: u16, key: &str) -> (u16, u16) {
+    let mut c = node(base);
     let slot: u16 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
@@ -198,7 +200,7 @@ fn failover(url: &str, prefix: &str, stall: Duration) -> Run {
     let store = open(url).unwrap();
     let layout = Layout::cluster(prefix).unwrap();
     let probe = layout.record_key("probe");
-    let (victim, replica) = master_and_replica(&probe);
+    let (victim, replica) = master_and_replica(BASE, &probe);
     let (victim_pid, replica_pid) = (pid(victim), pid(replica));
     // The buckets the victim serves (a bucket is one slot).
     let victim_buckets: Vec<u16> = (0..intentkey::claim::redis::CLUSTER_BUCKETS)
@@ -207,7 +209,7 @@ fn failover(url: &str, prefix: &str, stall: Duration) -> Run {
                 .map(|i| format!("b{i}"))
                 .find(|k| layout.bucket(k) == b)
                 .unwrap();
-            master_and_replica(&layout.record_key(&key)).0 == victim
+            master_and_replica(BASE, &layout.record_key(&key)).0 == victim
         })
         .collect();
     let on_victim = |key: &str| victim_buckets.contains(&layout.bucket(key));
@@ -216,7 +218,17 @@ fn failover(url: &str, prefix: &str, stall: Duration) -> Run {
     let refused = std::sync::atomic::AtomicUsize::new(0);
     let killed_at = Mutex::new(None::<Instant>);
     let mut failover_took = Duration::ZERO;
+    /// Stops the claiming threads when dropped, so that a failed
+    /// assertion in the scope's own thread ends the scope instead of
+    /// waiting for them forever.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         for t in 0..THREADS {
             let (store, stop, acked, refused) = (store.as_ref(), &stop, &acked, &refused);
             s.spawn(move || {
@@ -247,9 +259,9 @@ fn failover(url: &str, prefix: &str, stall: Duration) -> Run {
             signal(replica_pid, "-CONT");
         }
         *killed_at.lock().unwrap() = Some(at);
-        let deadline = at + Duration::from_secs(30);
+        let deadline = at + Duration::from_secs(60);
         while !promoted(victim, &probe) {
-            assert!(Instant::now() < deadline, "no replica took over in 30 s");
+            assert!(Instant::now() < deadline, "no replica took over in 60 s");
             std::thread::sleep(Duration::from_millis(50));
         }
         failover_took = at.elapsed();
@@ -271,10 +283,13 @@ fn failover(url: &str, prefix: &str, stall: Duration) -> Run {
         if on_victim(key) {
             victim_count += 1;
         }
+        let deadline = Instant::now() + Duration::from_secs(30);
         let got = loop {
             match store.get(key) {
                 Ok(v) => break v,
-                Err(e) if e.is_retryable() => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 Err(e) => panic!("{key}: {e}"),
             }
         };
@@ -300,7 +315,7 @@ fn failover_under_load_keeps_every_claim_acknowledged_with_wait() {
     let stall_ms: u64 = std::env::var("IK_FAILOVER_STALL_MS").map_or(6000, |v| v.parse().unwrap());
     for stall in [Duration::ZERO, Duration::from_millis(stall_ms)] {
         for wait in ["", "&wait=1&wait_timeout_ms=500"] {
-            let Some(c) = Cluster::start(test) else {
+            let Some(c) = Cluster::start(test, BASE) else {
                 return;
             };
             let url = format!(
@@ -332,16 +347,17 @@ fn failover_under_load_keeps_every_claim_acknowledged_with_wait() {
 /// fails as retryable; the same write without it succeeds.
 #[test]
 fn a_write_the_replica_did_not_acknowledge_is_not_acknowledged() {
-    let Some(_c) = Cluster::start("redis_cluster_wait_refused") else {
+    let base = BASE + 10;
+    let Some(_c) = Cluster::start("redis_cluster_wait_refused", base) else {
         return;
     };
     let prefix = "wr";
     let layout = Layout::cluster(prefix).unwrap();
-    let base = format!("redis+cluster://127.0.0.1:{BASE}?prefix={prefix}");
-    let waiting = open(&format!("{base}&wait=1&wait_timeout_ms=300")).unwrap();
-    let plain = open(&base).unwrap();
+    let url = format!("redis+cluster://127.0.0.1:{base}?prefix={prefix}");
+    let waiting = open(&format!("{url}&wait=1&wait_timeout_ms=300")).unwrap();
+    let plain = open(&url).unwrap();
     assert!(waiting.insert(&record("acked")).unwrap());
-    let (_, replica) = master_and_replica(&layout.record_key("stalled"));
+    let (_, replica) = master_and_replica(base, &layout.record_key("stalled"));
     let replica_pid = pid(replica);
     signal(replica_pid, "-STOP");
     let started = Instant::now();
