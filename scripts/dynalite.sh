@@ -5,7 +5,8 @@
 #   bash scripts/dynalite.sh stop [PORT]
 #
 # Installed from scripts/dynalite/package-lock.json (npm ci) on first use.
-# Tables are created at once (createTableMs 0); nothing is kept on disk.
+# Tables are created at once; nothing is kept on disk. server.js keeps the
+# server up when a client dies in the middle of sending a request.
 set -euo pipefail
 cd "$(dirname "$0")/dynalite"
 cmd="${1:-}"
@@ -16,7 +17,7 @@ case "$cmd" in
 start)
     bash "$0" stop "$port" >/dev/null 2>&1 || true
     [ -x node_modules/.bin/dynalite ] || npm ci --ignore-scripts --no-audit --no-fund >/dev/null
-    node node_modules/dynalite/cli.js --port "$port" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 \
+    node server.js "$port" \
         >"${TMPDIR:-/tmp}/intentkey-dynalite-$port.log" 2>&1 &
     echo $! >"$pidfile"
     for _ in $(seq 100); do

@@ -27,6 +27,7 @@ export { sqliteStore } from './stores/sqlite.js';
 export { pgStore } from './stores/pg.js';
 export { redisStore } from './stores/redis.js';
 export { mysqlStore } from './stores/mysql.js';
+export { dynamoStore } from './stores/dynamodb.js';
 
 export interface GuardOptions {
   store: Store;

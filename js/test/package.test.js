@@ -10,8 +10,8 @@
 // The tarball is packed without rebuilding vendor/ (the build test checks it is
 // current; run `npm run build` first). better-sqlite3's native addon is copied
 // from this repository's install (the same pinned version) instead of being
-// compiled again. The PostgreSQL, Redis and MySQL examples use the test servers,
-// each in a schema, key prefix or database of its own, and are skipped with a
+// compiled again. The PostgreSQL, Redis, MySQL and DynamoDB examples use the test
+// servers, each in a schema, key prefix, database or table of its own, and are skipped with a
 // SKIPPED line (counted by the skips reporter) outside CI when a server is
 // unreachable.
 import { test } from 'node:test';
@@ -25,6 +25,7 @@ import { promisify } from 'node:util';
 import { freshSchema, pgAvailability } from './support/pg.js';
 import { freshPrefix, redisAvailability } from './support/redis.js';
 import { freshDatabase, mysqlAvailability } from './support/mysql.js';
+import { dynamoAvailability, freshTable } from './support/dynamo.js';
 
 const run = promisify(execFile);
 const pkgDir = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -160,6 +161,11 @@ console.log('ok');`,
     server: 'mysql',
     example: guardExample(`import { mysqlStore } from 'intentkey/stores/mysql';`, 'await mysqlStore({ url: process.env.IK_MYSQL_URL })'),
   },
+  './stores/dynamodb': {
+    peers: ['@aws-sdk/client-dynamodb'],
+    server: 'dynamodb',
+    example: guardExample(`import { dynamoStore } from 'intentkey/stores/dynamodb';`, 'await dynamoStore({ url: process.env.IK_DYNAMODB_URL })'),
+  },
 };
 
 /** The README's claim example over one store: the effect runs once, the retry gets its answer. */
@@ -193,6 +199,7 @@ const servers = {
   pg: await pgAvailability('package.test.js'),
   redis: await redisAvailability('package.test.js'),
   mysql: await mysqlAvailability('package.test.js'),
+  dynamodb: await dynamoAvailability('package.test.js'),
 };
 
 test('package.json exports only subpaths this test runs, and no vendor/ internals', () => {
@@ -241,6 +248,9 @@ test('npm pack, then every subpath imports and runs its README example in a fres
       } else if (server === 'mysql') {
         resource = await freshDatabase();
         env.IK_MYSQL_URL = resource.url;
+      } else if (server === 'dynamodb') {
+        resource = await freshTable();
+        env.IK_DYNAMODB_URL = resource.url;
       }
       try {
         const out = await run(process.execPath, ['example.mjs'], { cwd: dir, env }).catch((e) => {

@@ -1,13 +1,14 @@
-"""One PostgreSQL schema, one MySQL/MariaDB database, one Redis prefix and
-one Redis Cluster prefix (``redis+cluster://``) shared by Python, Node and
-Rust.
+"""One PostgreSQL schema, one MySQL/MariaDB database, one Redis prefix, one
+Redis Cluster prefix (``redis+cluster://``) and one DynamoDB table shared by
+Python, Node and Rust.
 
 Every participant (Python's Guard over the sync store, Python's AsyncGuard
 over the asyncio store, the npm package's guard through
 tests/cross/node_store.mjs, the Rust CLI ``intentkey claim`` / ``complete``)
 replays what each other one claimed and finished, refuses another payload
 under its key, and sees a key another one holds in flight as in flight
-(409). Python has no asyncio MySQL store: only its Guard takes part there.
+(409). Python has no asyncio MySQL or DynamoDB store: only its Guard takes
+part there.
 Node needs ``js/node_modules`` and the transpiled ``js/vendor``; Rust
 needs the ``intentkey`` binary (``INTENTKEY_BIN``, default
 ``target/debug/intentkey``). A missing one fails under ``CI=true`` and skips
@@ -30,10 +31,10 @@ import pytest
 
 import intentkey as ik
 from intentkey.aio import AsyncGuard
-from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, MySQLStore, PostgresStore, RedisStore
+from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, DynamoDBStore, MySQLStore, PostgresStore, RedisStore
 from support.servers import (
-    mysql_database, mysql_database_url, pg_conninfo, pg_schema, pg_url, redis_cluster_prefix, redis_cluster_url,
-    redis_prefix, redis_url, unreachable,
+    dynamodb_table, mysql_database, mysql_database_url, pg_conninfo, pg_schema, pg_url, redis_cluster_prefix,
+    redis_cluster_url, redis_prefix, redis_url, unreachable,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -55,6 +56,8 @@ def node_ready(backend: str = "postgres") -> str:
     needs = ["js/node_modules/pg", "js/node_modules/ioredis", "js/vendor/intentkey.js"]
     if backend == "mysql":
         needs += ["js/node_modules/mysql2", "js/src/stores/mysql.js"]
+    if backend == "dynamodb":
+        needs += ["js/node_modules/@aws-sdk/client-dynamodb", "js/src/stores/dynamodb.js"]
     for need in needs:
         if not (REPO / need).exists():
             missing(f"{REPO / need} is missing (npm ci and npm run build in js/)")
@@ -206,7 +209,7 @@ PEERS = [("node",), ("rust",), ("node", "rust")]
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("peers", PEERS, ids=["+".join(p) for p in PEERS])
-@pytest.mark.parametrize("backend", ["postgres", "mysql", "redis", "redis-cluster"])
+@pytest.mark.parametrize("backend", ["postgres", "mysql", "redis", "redis-cluster", "dynamodb"])
 def test_records_are_shared_across_languages(backend: str, peers: Tuple[str, ...]) -> None:
     node = node_ready(backend) if "node" in peers else None
     binary = rust_ready() if "rust" in peers else None
@@ -229,6 +232,14 @@ def test_records_are_shared_across_languages(backend: str, peers: Tuple[str, ...
             stack.callback(sync_store.close)
             make_async = None
             node_spec = f"mysql:{url}"
+            rust_url = url
+        elif backend == "dynamodb":
+            endpoint, table = stack.enter_context(dynamodb_table())
+            url = f"{endpoint}/{table}"
+            sync_store = DynamoDBStore(url)
+            stack.callback(sync_store.close)
+            make_async = None
+            node_spec = f"dynamodb:{url}"
             rust_url = url
         else:
             url = redis_url() if backend == "redis" else redis_cluster_url()

@@ -1,4 +1,4 @@
-"""The claim flow over every store (SQLite, PostgreSQL, MySQL/MariaDB, Redis, Redis Cluster), through
+"""The claim flow over every store (SQLite, PostgreSQL, MySQL/MariaDB, Redis, Redis Cluster, DynamoDB), through
 intentkey.Guard (sync) and intentkey.aio.AsyncGuard (async): claim, replay,
 in flight, payload conflict, fenced finish, release, recovery, due, purge,
 races for one key, migrations and the store errors."""
@@ -19,9 +19,12 @@ import pytest
 import intentkey as ik
 from intentkey import schema
 from intentkey.aio import AsyncGuard
-from intentkey.stores import AsyncPostgresStore, AsyncRedisStore, MySQLStore, PostgresStore, RedisStore, SQLiteStore
+from intentkey.stores import (
+    AsyncPostgresStore, AsyncRedisStore, DynamoDBStore, MySQLStore, PostgresStore, RedisStore, SQLiteStore,
+)
 from support.servers import (
-    mysql_database, mysql_url, pg_conninfo, pg_schema, redis_cluster_prefix, redis_cluster_url, redis_prefix, redis_url,
+    dynamodb_table, mysql_database, mysql_url, pg_conninfo, pg_schema, redis_cluster_prefix, redis_cluster_url,
+    redis_prefix, redis_url,
 )
 from support.stores import assert_get_fails, assert_unavailable, run_threads
 
@@ -56,6 +59,9 @@ def sync_backend(kind: str) -> Iterator[Callable[[], Any]]:
             url = redis_cluster_url()
             prefix = stack.enter_context(redis_cluster_prefix())
             factory = lambda: track(RedisStore(url, prefix=prefix))
+        elif kind == "dynamodb":
+            url, table = stack.enter_context(dynamodb_table())
+            factory = lambda: track(DynamoDBStore(f"{url}/{table}"))
         else:
             url = redis_url()
             prefix = stack.enter_context(redis_prefix())
@@ -226,7 +232,7 @@ SCENARIOS = {
     "due_and_purge": (due_and_purge, {"stale_after_seconds": 60, "ttl_seconds": 100}),
 }
 
-SYNC_KINDS = ["sqlite", "postgres", "mysql", "redis", "redis-cluster"]
+SYNC_KINDS = ["sqlite", "postgres", "mysql", "redis", "redis-cluster", "dynamodb"]
 ASYNC_KINDS = ["postgres", "redis", "redis-cluster"]
 
 

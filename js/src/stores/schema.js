@@ -83,6 +83,45 @@ export function redisDecode(key, value) {
 }
 
 /**
+ * The core's DynamoDB layout (docs/stores.md, "DynamoDB"): every request is the
+ * input of one API action in DynamoDB's own JSON form, `{ action, input }` with
+ * `input` a JSON string (binary values as base64 under "B"), for the SDK's
+ * low-level client; every answer goes back as JSON text. Each throws the core's
+ * IntentkeyError:
+ *  - defaultTable(), checkTable(table): invalid-argument (field table) for a name DynamoDB refuses;
+ *  - createTable(table), describeTable(table), tableReady(outputJson): the table and its two indexes;
+ *  - insert(table, record), complete(table, completion), replace(table, replacement):
+ *    response-too-large for an item over 400 KB (nothing may be sent);
+ *  - get(table, key), release(table, releaseRequest);
+ *  - decode(itemJson): the WIT record (store-failed for an item not in the layout);
+ *  - list(table, status, limit): one Query per bucket and status; nextPage(request,
+ *    outputJson, got, want | undefined): the next page's request, or undefined;
+ *    listed(limit, pagesJson): the records of every page, in one order;
+ *  - purge(table, now): one Query per bucket; purgeDeletes(table, now, pageJson):
+ *    the conditional DeleteItem of each record a page names;
+ *  - classifyError(name): 'condition-failed' | 'retryable' | 'failed'.
+ */
+export const dynamoLayout = Object.freeze({
+  defaultTable: () => internal.rawSchema((s) => s.dynamoDefaultTable()),
+  checkTable: (table) => internal.rawSchema((s) => s.dynamoCheckTable(table)),
+  createTable: (table) => internal.rawSchema((s) => s.dynamoCreateTable(table)),
+  describeTable: (table) => internal.rawSchema((s) => s.dynamoDescribeTable(table)),
+  tableReady: (output) => internal.rawSchema((s) => s.dynamoTableReady(output)),
+  insert: (table, record) => internal.rawSchema((s) => s.dynamoInsert(table, record)),
+  get: (table, key) => internal.rawSchema((s) => s.dynamoGet(table, key)),
+  complete: (table, completion) => internal.rawSchema((s) => s.dynamoComplete(table, completion)),
+  replace: (table, replacement) => internal.rawSchema((s) => s.dynamoReplace(table, replacement)),
+  release: (table, request) => internal.rawSchema((s) => s.dynamoRelease(table, request)),
+  decode: (item) => internal.rawSchema((s) => s.dynamoDecode(item)),
+  list: (table, status, limit) => internal.rawSchema((s) => s.dynamoList(table, status, limit)),
+  nextPage: (request, output, got, want) => internal.rawSchema((s) => s.dynamoNextPage(request, output, got, want)),
+  listed: (limit, pages) => internal.rawSchema((s) => s.dynamoListed(limit, pages)),
+  purge: (table, now) => internal.rawSchema((s) => s.dynamoPurge(table, BigInt(now))),
+  purgeDeletes: (table, now, page) => internal.rawSchema((s) => s.dynamoPurgeDeletes(table, BigInt(now), page)),
+  classifyError: (name) => internal.rawSchema((s) => s.dynamoClassifyError(name)),
+});
+
+/**
  * The core's statements of `dialect` ('sqlite', 'postgres' or 'mysql') for the
  * records table in `schema` (the unqualified table when undefined; MySQL: the
  * database that qualifies it), by name: { insert, get, complete, replace,

@@ -115,3 +115,14 @@ export interface RedisStore extends Store {
   /** Quits the client if the store made it (from a URL). */
   close(): Promise<void>;
 }
+
+export interface DynamoStore extends Store {
+  readonly kind: 'dynamodb';
+  readonly synchronous: false;
+  /** The DynamoDBClient (@aws-sdk/client-dynamodb). */
+  readonly client: any;
+  /** The table's name. */
+  readonly table: string;
+  /** Destroys the client if the store made it (from a URL). */
+  close(): Promise<void>;
+}

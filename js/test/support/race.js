@@ -15,6 +15,22 @@ function rowJson(row) {
 }
 export const KEYS = 1000;
 
+/**
+ * A store's records of every status (its own `list`), as the rows checkRace
+ * and checkRecoveryRace read: for a store whose records are not SQL rows.
+ * @param {{ list: (status: string, limit: number) => Promise<any[]> }} store
+ * @param {number} limit at most this many of each status
+ */
+export async function storeRows(store, limit) {
+  const rows = [];
+  for (const status of ['in-flight', 'done', 'needs-reconciliation']) {
+    for (const r of await store.list(status, limit)) {
+      rows.push({ key: r.key, status, response_body: null, response_body_bytes: r.response?.body });
+    }
+  }
+  return rows;
+}
+
 export const raceKeys = (n = KEYS) => Array.from({ length: n }, (_, i) => `race-${String(i).padStart(4, '0')}`);
 
 /**

@@ -12,8 +12,9 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import Redis, { Cluster } from 'ioredis';
 import { lineChild } from './line-child.js';
-import { CONTENDERS, KEYS, checkRace, raceKeys } from './race.js';
+import { CONTENDERS, KEYS, checkRace, raceKeys, storeRows } from './race.js';
 import { killTrials } from './kill-trials.js';
+import { availability } from './availability.js';
 import { jsonResponse } from '../../src/index.js';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/2';
@@ -40,6 +41,11 @@ export function clusterClient(options = {}) {
 /** Where a server is, for messages (no credentials). */
 const where = (url) => url.replace(/\/\/[^@/]*@/, '//');
 
+/** Whether the server `connect()`'s client reaches answers a PING (see availability). */
+async function available(file, what, url, connect, hint) {
+  return availability(file, what, where(url), await unreachable(connect), hint);
+}
+
 /** null when `connect()`'s client answers a PING, else why not. */
 async function unreachable(connect) {
   const client = connect();
@@ -56,28 +62,12 @@ async function unreachable(connect) {
 }
 
 /**
- * `{ skip: false }` to run, `{ skip: message }` outside CI when the server is
- * unreachable (and a `SKIPPED: <file>: <why>` line). With CI=true an
- * unreachable server throws, failing the test file loudly.
- */
-async function availability(file, what, url, connect, hint) {
-  const why = await unreachable(connect);
-  if (why === null) return { skip: false };
-  if (process.env.CI === 'true') {
-    throw new Error(`${what} at ${where(url)} is unreachable (${why}) and CI=true: the ${what} tests cannot run. ${hint}`);
-  }
-  const message = `${what} at ${where(url)} is unreachable (${why}); ${what} tests SKIPPED (outside CI; with CI=true they fail)`;
-  console.log(`SKIPPED: ${file}: ${message}`);
-  return { skip: `SKIPPED: ${message}` };
-}
-
-/**
  * What the Redis tests do here (see availability).
  * @param {string} file the test file, for the SKIPPED line
  */
 export function redisAvailability(file) {
   const connect = () => new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5000 });
-  return availability(file, 'Redis', REDIS_URL, connect, 'Start redis-server or set REDIS_URL.');
+  return available(file, 'Redis', REDIS_URL, connect, 'Start redis-server or set REDIS_URL.');
 }
 
 /**
@@ -86,7 +76,7 @@ export function redisAvailability(file) {
  */
 export function clusterAvailability(file) {
   const connect = () => clusterClient({ lazyConnect: true, clusterRetryStrategy: () => null, redisOptions: { connectTimeout: 5000 } });
-  return availability(file, 'Redis Cluster', REDIS_CLUSTER_URL, connect, 'Start one (bash scripts/redis-cluster.sh start) or set INTENTKEY_REDIS_CLUSTER.');
+  return available(file, 'Redis Cluster', REDIS_CLUSTER_URL, connect, 'Start one (bash scripts/redis-cluster.sh start) or set INTENTKEY_REDIS_CLUSTER.');
 }
 
 const newPrefix = () => `ik-js-${randomBytes(6).toString('hex')}`;
@@ -145,12 +135,7 @@ export async function freshClusterPrefix() {
  * contenders pushed to the list `effectsKey` ("key contender").
  */
 export async function redisTables(store, client, effectsKey, limit) {
-  const rows = [];
-  for (const status of ['in-flight', 'done', 'needs-reconciliation']) {
-    for (const r of await store.list(status, limit)) {
-      rows.push({ key: r.key, status: status === 'done' ? 'done' : status, response_body: null, response_body_bytes: r.response?.body });
-    }
-  }
+  const rows = await storeRows(store, limit);
   const effects = (await client.lrange(effectsKey, 0, -1)).map((e) => {
     const [key, contender] = e.split(' ');
     return { key, contender: Number(contender) };

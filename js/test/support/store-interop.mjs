@@ -1,6 +1,7 @@
 // The Node side of the Rust/Node interop tests (host/store/tests/stores.rs,
-// node_and_rust_share_records), shared by redis-interop.mjs and
-// mysql-interop.mjs, which run it with their store: node <script> URL KEY BODY.
+// node_and_rust_share_records), shared by redis-interop.mjs,
+// mysql-interop.mjs and dynamo-interop.mjs, which run it with their store:
+// node <script> URL KEY BODY.
 import { createGuard } from '../../src/index.js';
 
 /**

@@ -64,11 +64,13 @@ import {
   pgStore,
   redisStore,
   mysqlStore,
+  dynamoStore,
   refused,
   sqliteStore,
   type ClaimRecord,
   type RedisStore,
   type MysqlStore,
+  type DynamoStore,
   type Finished,
   type Guard,
   type LookupAnswer,
@@ -153,6 +155,18 @@ async function claimSide(): Promise<void> {
   void msKind;
   await mysqlOnly({ pool: ms.db });
   await ms.close();
+  const ds: DynamoStore = await dynamoStore({ url: 'dynamodb://127.0.0.1:4567/payments?region=us-east-1' });
+  const dsKind: 'dynamodb' = ds.kind;
+  const dsTable: string = ds.table;
+  void dsKind;
+  void dsTable;
+  await dynamoOnly({ client: ds.client, table: 'payments' });
+  await dynamoOnly({ client: ds.client });
+  await ds.close();
+  // @ts-expect-error a URL or a client, not both
+  await dynamoOnly({ client: {}, url: 'dynamodb://aws/payments' });
+  // @ts-expect-error with a URL the table is in the URL
+  await dynamoOnly({ url: 'dynamodb://aws/payments', table: 'other' });
   const r: RunResult = await guard.run({ intent }, async (key) => jsonResponse(201, { key }, [['Location', '/p/1']]));
   const r2 = await guard.run({ key: 'k', tenantId: 't', actionType: 'a', fingerprint: 'fp' }, () => ({
     status: 200,
@@ -199,6 +213,7 @@ import { sqliteStore as sqliteOnly } from 'intentkey/stores/sqlite';
 import { pgStore as pgOnly } from 'intentkey/stores/pg';
 import { redisStore as redisOnly } from 'intentkey/stores/redis';
 import { mysqlStore as mysqlOnly } from 'intentkey/stores/mysql';
+import { dynamoStore as dynamoOnly } from 'intentkey/stores/dynamodb';
 
 const mw = idempotency({
   secret: 'ab'.repeat(32),

@@ -4,11 +4,13 @@ Every store of every intentkey runtime (Rust, Node, Python) executes the
 same statements against the same tables and runs the same Redis scripts:
 the core's ``crates/intentkey/schema/`` (the DDL, ``sqlite.sql``,
 ``postgres.sql``, ``mysql.sql`` with their parameter order and row decoding) and the Lua
-scripts of its Redis layout (docs/store-schema.md). This module only hands
+scripts of its Redis layout (docs/store-schema.md), and every request of
+its DynamoDB layout (docs/stores.md, "DynamoDB"). This module only hands
 them over as Python values: the migrations, the statements of a dialect,
 the parameters the core makes from a record, the record the core decodes
-from a row or a stored Redis value, and the script call of each fenced
-write. A store prepares, binds and runs them; it never writes SQL or Lua.
+from a row, a stored Redis value or a DynamoDB item, the script call of each
+fenced write and the DynamoDB request of each operation. A store prepares,
+binds and runs them; it never writes SQL, Lua or a DynamoDB expression.
 
 >>> from intentkey import schema
 >>> schema.schema_version() >= 1
@@ -20,6 +22,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -31,6 +34,7 @@ from .errors import IntentkeyError
 from .types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
 
 __all__ = [
+    "DynamoRequest",
     "Existing",
     "Lost",
     "Migration",
@@ -41,6 +45,23 @@ __all__ = [
     "SqlValue",
     "Statement",
     "Won",
+    "dynamo_check_table",
+    "dynamo_classify_error",
+    "dynamo_complete",
+    "dynamo_create_table",
+    "dynamo_decode",
+    "dynamo_default_table",
+    "dynamo_describe_table",
+    "dynamo_get",
+    "dynamo_insert",
+    "dynamo_list",
+    "dynamo_listed",
+    "dynamo_next_page",
+    "dynamo_purge",
+    "dynamo_purge_deletes",
+    "dynamo_release",
+    "dynamo_replace",
+    "dynamo_table_ready",
     "migration_lock",
     "migrations",
     "migrations_table",
@@ -588,3 +609,180 @@ def redis_decode(key: str, value: Union[str, bytes]) -> StoredRecord:
         return b.stored_from_wit(b.unwrap_record(_call("redis-decode", key, value)))
     except IntentkeyError as e:
         raise _failed(e, "redis") from None
+
+
+# -- DynamoDB ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DynamoRequest:
+    """One of the core's DynamoDB requests (WIT ``dynamo-request``): the API
+    `action` (``PutItem``, ``GetItem``, ``UpdateItem``, ``DeleteItem``,
+    ``Query``, ``CreateTable``, ``DescribeTable``) and its `input`, JSON text
+    in DynamoDB's own form (binary values base64 under ``"B"``). A store
+    sends it as it is with its SDK's low-level client, converting only the
+    binary values, and hands the output back as JSON text."""
+
+    action: str
+    input: str
+
+    def params(self) -> Dict[str, Any]:
+        """The input, parsed (binary values still base64 text)."""
+        parsed: Dict[str, Any] = json.loads(self.input)
+        return parsed
+
+
+#: What a DynamoDB error means, by its name (:func:`dynamo_classify_error`).
+DYNAMO_ERROR_CLASSES = ("condition-failed", "retryable", "failed")
+
+
+def _dynamo_request(raw: Any) -> DynamoRequest:
+    return DynamoRequest(str(raw.action), str(raw.input))
+
+
+def _dynamo_requests(raw: Any) -> List[DynamoRequest]:
+    return [_dynamo_request(r) for r in raw]
+
+
+def _dynamo_wit(request: DynamoRequest) -> Any:
+    if not isinstance(request, DynamoRequest):
+        raise IntentkeyError("invalid-argument", "request",
+                             f"request must be a DynamoRequest, not {type(request).__name__}")
+    return b.record(action=b.text("action", request.action), input=b.text("input", request.input))
+
+
+def _json_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise IntentkeyError("invalid-argument", name, f"{name} must be JSON text (str), not {type(value).__name__}")
+    return b.text(name, value)
+
+
+def dynamo_default_table() -> str:
+    """The table name when none is configured (``intentkey``)."""
+    return str(_cached("dynamo-default-table", lambda: str(_call("dynamo-default-table"))))
+
+
+def dynamo_check_table(table: str) -> None:
+    """Raises ``invalid-argument`` naming ``table`` for a name DynamoDB
+    refuses (3 to 255 of ``a-z A-Z 0-9 _ . -``). The other ``dynamo_*``
+    functions take the name unchecked: check it once."""
+    b.unwrap(_call("dynamo-check-table", b.text("table", table)))
+
+
+def dynamo_create_table(table: str) -> DynamoRequest:
+    """``CreateTable``: the key, the ``by_status`` and ``by_expiry`` indexes, on-demand capacity."""
+    return _dynamo_request(_call("dynamo-create-table", b.text("table", table)))
+
+
+def dynamo_describe_table(table: str) -> DynamoRequest:
+    """``DescribeTable`` (its output goes to :func:`dynamo_table_ready`)."""
+    return _dynamo_request(_call("dynamo-describe-table", b.text("table", table)))
+
+
+def dynamo_table_ready(output: str) -> bool:
+    """Whether a ``DescribeTable`` output (JSON text) shows the table and both its indexes ``ACTIVE``."""
+    return bool(_call("dynamo-table-ready", _json_text("output", output)))
+
+
+def dynamo_insert(table: str, record: StoredRecord) -> DynamoRequest:
+    """The ``PutItem`` of a claim, conditioned on the key being absent.
+    ``IntentkeyError`` ``response-too-large`` (field ``response``) for a
+    record whose item would exceed DynamoDB's 400 KB: send nothing."""
+    return _dynamo_request(b.unwrap_record(_call("dynamo-insert", b.text("table", table), b.stored_to_wit(record))))
+
+
+def dynamo_get(table: str, key: str) -> DynamoRequest:
+    """The strongly consistent ``GetItem`` of one record."""
+    return _dynamo_request(_call("dynamo-get", b.text("table", table), b.text("key", key)))
+
+
+def dynamo_complete(table: str, completion: Completion) -> DynamoRequest:
+    """The ``UpdateItem`` of a completion, fenced on the owner token;
+    ``response-too-large`` as for :func:`dynamo_insert`."""
+    return _dynamo_request(b.unwrap_record(
+        _call("dynamo-complete", b.text("table", table), b.completion_to_wit(completion))))
+
+
+def dynamo_replace(table: str, replacement: Replacement) -> DynamoRequest:
+    """The ``UpdateItem`` of a recovery write, fenced on the owner token and
+    the look-up count; ``response-too-large`` as for :func:`dynamo_insert`."""
+    return _dynamo_request(b.unwrap_record(
+        _call("dynamo-replace", b.text("table", table), b.replacement_to_wit(replacement))))
+
+
+def dynamo_release(table: str, request: ReleaseRequest) -> DynamoRequest:
+    """The ``DeleteItem`` of a release, fenced on the owner token."""
+    return _dynamo_request(_call("dynamo-release", b.text("table", table), b.release_to_wit(request)))
+
+
+def dynamo_decode(item: str) -> StoredRecord:
+    """An item (JSON text: ``GetItem``'s ``Item``, binary values base64) as
+    its record; ``StoreError("failed", …)`` for one intentkey did not write."""
+    try:
+        return b.stored_from_wit(b.unwrap_record(_call("dynamo-decode", _json_text("item", item))))
+    except IntentkeyError as e:
+        if e.code == "invalid-argument":
+            raise
+        raise _failed(e, "dynamodb") from None
+
+
+def dynamo_list(table: str, status: Optional[Status], limit: int) -> List[DynamoRequest]:
+    """The ``Query`` requests that together hold the records with `status`
+    (every status when ``None``), at most `limit` from each: one per bucket
+    and status (none for a `limit` of 0). Follow each with
+    :func:`dynamo_next_page` and hand every page, in order, to :func:`dynamo_listed`."""
+    wit_status = None if status is None else b.status_to_wit(Status(status))
+    return _dynamo_requests(_call("dynamo-list", b.text("table", table), wit_status, _u32(limit)))
+
+
+def dynamo_next_page(request: DynamoRequest, output: str, got: int, want: Optional[int]) -> Optional[DynamoRequest]:
+    """The request for the next page of the ``Query`` `request`, whose
+    output (JSON text) was `output`, when it has a ``LastEvaluatedKey`` and
+    fewer than `want` items (``None``: every page) came so far (`got`, every
+    page of this request counted); ``None`` when there is nothing more to read."""
+    next_page = _call("dynamo-next-page", _dynamo_wit(request), _json_text("output", output), _u32(got),
+                      None if want is None else _u32(want))
+    return None if next_page is None else _dynamo_request(next_page)
+
+
+def dynamo_listed(limit: int, pages: Sequence[str]) -> List[StoredRecord]:
+    """The records of the list pages (each a ``Query`` output, JSON text),
+    oldest first (``created_at``, then key), at most `limit`: the core
+    decodes and merges them. ``StoreError("failed", …)`` for a page or an
+    item not in the core's layout."""
+    texts = [_json_text("pages", p) for p in pages]
+    try:
+        listed = b.unwrap(_call("dynamo-listed", _u32(limit), texts))
+    except IntentkeyError as e:
+        raise _failed(e, "dynamodb") from None
+    return [b.stored_from_wit(r) for r in listed]
+
+
+def dynamo_purge(table: str, now: int) -> List[DynamoRequest]:
+    """The purge ``Query`` requests, one per bucket (the keys of the ``done``
+    records expired at `now`): hand each page to
+    :func:`dynamo_purge_deletes`, and follow it with :func:`dynamo_next_page`."""
+    return _dynamo_requests(_call("dynamo-purge", b.text("table", table), b.s64("now", now)))
+
+
+def dynamo_purge_deletes(table: str, now: int, page: str) -> List[DynamoRequest]:
+    """The ``DeleteItem`` of each record a purge page (JSON text) names,
+    each conditioned on ``done`` and expired at `now` (an index lags its
+    table): count those whose condition held. ``StoreError("failed", …)``
+    for a page that is not a ``Query`` output."""
+    try:
+        deletes = b.unwrap(_call("dynamo-purge-deletes", b.text("table", table), b.s64("now", now),
+                                 _json_text("page", page)))
+    except IntentkeyError as e:
+        raise _failed(e, "dynamodb") from None
+    return _dynamo_requests(deletes)
+
+
+def dynamo_classify_error(name: str) -> str:
+    """What the DynamoDB error `name` (the SDK's error code, or ``__type``
+    with its namespace) means: ``condition-failed`` (the write's condition
+    did not hold: not written), ``retryable`` (throttling, a server error:
+    ``StoreError("unavailable")``) or ``failed`` (anything else)."""
+    if not isinstance(name, str) or not name.isascii():
+        return "failed"
+    return str(_call("dynamo-classify-error", name))

@@ -1,5 +1,5 @@
-// One operation of the npm package's guard over a PostgreSQL, MySQL or Redis
-// store, for the Python tests that share one schema / database / prefix
+// One operation of the npm package's guard over a PostgreSQL, MySQL, Redis or
+// DynamoDB store, for the Python tests that share one schema / database / prefix
 // between Python, Node and Rust. Prints one JSON line on stdout.
 //
 //   node node_store.mjs STORE OP KEY FINGERPRINT [BODY]
@@ -7,7 +7,8 @@
 // STORE: pg:CONNINFO_JSON:SCHEMA (a pg Pool config as JSON), mysql:URL
 //        (mysql:mysql://root@127.0.0.1:3306/ik_py_x) or redis:URL:PREFIX
 //        (split at the last colon: redis:redis://127.0.0.1:6379/0:ik_py_x, or a
-//        cluster: redis:redis+cluster://127.0.0.1:7000:ik_py_x).
+//        cluster: redis:redis+cluster://127.0.0.1:7000:ik_py_x), or
+//        dynamodb:URL (dynamodb:dynamodb://127.0.0.1:4567/ik-py-x).
 // OP:    run      the effect answers 201 with BODY (application/json)
 //        fail     the effect throws: the record stays in flight
 //        inspect  the record under KEY
@@ -30,6 +31,11 @@ async function openStore() {
     const rest = spec.slice(6);
     const cut = rest.lastIndexOf(':');
     return redisStore({ url: rest.slice(0, cut), prefix: rest.slice(cut + 1) });
+  }
+  if (spec.startsWith('dynamodb:')) {
+    // Imported only here: the other cases need no @aws-sdk/client-dynamodb.
+    const { dynamoStore } = await import('../../../js/src/stores/dynamodb.js');
+    return dynamoStore({ url: spec.slice('dynamodb:'.length) });
   }
   throw new Error(`unknown store ${spec}`);
 }

@@ -13,6 +13,11 @@ SIGKILLed: ``python kill_child.py '<json config>'`` (run with the test's
   process prints ``client <name>`` first, and the test finds them in each
   node's ``CLIENT LIST``), ``prefix`` and ``wait`` as configured; an effect
   is an ``RPUSH`` of its source onto :func:`effects_key`.
+* ``"dynamodb"``: ``DynamoDBStore(url)`` (the URL names the test's proxy
+  in front of the endpoint, support/settling_proxy.py); an effect is its
+  source appended to the list ``sources`` of the item ``{"k": key}`` in
+  the table ``effects`` (:func:`dynamodb_add_effect`), through a boto3
+  client of that proxy too.
 
 ``mode: "guarded"``: opens the store and runs one guarded effect for
 ``key`` at ``now`` = 1_700_000_000: the effect is written after ``pre_ms``,
@@ -34,7 +39,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: `support` imports as in the tests
@@ -138,7 +143,56 @@ def _open_redis_cluster(config: Dict[str, Any]) -> Tuple[Callable[[], Any], Call
             lambda key, sleep_ms: naive_process_redis(client, prefix, key, "owner", sleep_ms))
 
 
-BACKENDS = {"mysql": _open_mysql, "redis-cluster": _open_redis_cluster}
+# -- DynamoDB -------------------------------------------------------------------------------------
+
+
+def dynamodb_effects_table(client: Any, table: str) -> None:
+    """Creates the effects table `table` (key ``k``, on-demand), waiting until it is ACTIVE."""
+    client.create_table(TableName=table, AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+                        KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}], BillingMode="PAY_PER_REQUEST")
+    while client.describe_table(TableName=table)["Table"]["TableStatus"] != "ACTIVE":
+        time.sleep(0.05)
+
+
+def dynamodb_add_effect(client: Any, table: str, key: str, source: str) -> None:
+    """Appends `source` to the effects of `key` (one atomic UpdateItem)."""
+    client.update_item(TableName=table, Key={"k": {"S": key}},
+                       UpdateExpression="SET #s = list_append(if_not_exists(#s, :none), :one)",
+                       ExpressionAttributeNames={"#s": "sources"},
+                       ExpressionAttributeValues={":none": {"L": []}, ":one": {"L": [{"S": source}]}})
+
+
+def dynamodb_effects(client: Any, table: str, key: str) -> List[str]:
+    """The sources of `key`'s effects, in order (a strongly consistent read)."""
+    item = client.get_item(TableName=table, Key={"k": {"S": key}}, ConsistentRead=True).get("Item")
+    return [] if item is None else [v["S"] for v in item["sources"]["L"]]
+
+
+def naive_process_dynamodb(client: Any, table: str, key: str, source: str, sleep_ms: float) -> bool:
+    """The naive processor over DynamoDB: GetItem the marker, then (none)
+    the effect, then PutItem the marker. True when it ran the effect."""
+    marker = {"k": {"S": "done#" + key}}
+    if "Item" in client.get_item(TableName=table, Key=marker, ConsistentRead=True):
+        return False
+    dynamodb_add_effect(client, table, key, source)
+    time.sleep(sleep_ms / 1000)
+    client.put_item(TableName=table, Item=marker)
+    return True
+
+
+def _open_dynamodb(config: Dict[str, Any]) -> Tuple[Callable[[], Any], Callable[[str], None],
+                                                    Callable[[str, float], bool]]:
+    from support.servers import dynamodb_client
+
+    from intentkey.stores import DynamoDBStore
+
+    client = dynamodb_client(config["url"])
+    table = config["effects"]
+    return (lambda: DynamoDBStore(config["url"]), lambda key: dynamodb_add_effect(client, table, key, "owner"),
+            lambda key, sleep_ms: naive_process_dynamodb(client, table, key, "owner", sleep_ms))
+
+
+BACKENDS = {"mysql": _open_mysql, "redis-cluster": _open_redis_cluster, "dynamodb": _open_dynamodb}
 
 
 def main() -> None:

@@ -8,9 +8,11 @@ URL), a Redis Cluster at 127.0.0.1:7000 (any of its nodes;
 ``redis+cluster://host:port[,host:port…]``; ``bash scripts/redis-cluster.sh
 start`` makes one), MariaDB or MySQL at 127.0.0.1:3306, user ``root`` with
 no password, database ``test`` (``INTENTKEY_TEST_MYSQL`` overrides the
-URL). A server that cannot be reached fails the test when ``CI=true`` and
-skips it, saying why, otherwise. Each test gets its own schema, prefix or
-database, dropped or deleted afterwards.
+URL), a DynamoDB endpoint at 127.0.0.1:4567 (dynalite: ``bash
+scripts/dynalite.sh start``; ``INTENTKEY_DYNAMODB`` overrides it,
+``dynamodb://HOST:PORT``). A server that cannot be reached fails the test
+when ``CI=true`` and skips it, saying why, otherwise. Each test gets its own
+schema, prefix, database or table, dropped or deleted afterwards.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ PG_HOSTPART = "host=127.0.0.1 port=5432 dbname=test connect_timeout=3"
 REDIS_URL = os.environ.get("INTENTKEY_TEST_REDIS", "redis://127.0.0.1:6379/0")
 MYSQL_URL = os.environ.get("INTENTKEY_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
 REDIS_CLUSTER_URL = os.environ.get("INTENTKEY_REDIS_CLUSTER", "redis+cluster://127.0.0.1:7000")
+DYNAMODB_URL = os.environ.get("INTENTKEY_DYNAMODB", "dynamodb://127.0.0.1:4567").rstrip("/")
 
 
 def unreachable(what: str, where: str, why: object) -> None:
@@ -269,3 +272,80 @@ def mysql_database() -> Iterator[str]:
         yield name
     finally:
         mysql_query(None, f"DROP DATABASE IF EXISTS `{name}`")
+
+
+_dynamodb_ok = False
+
+
+def dynamodb_endpoint(url: str = DYNAMODB_URL) -> str:
+    """``http://HOST:PORT`` of a local DynamoDB endpoint URL ``dynamodb://HOST:PORT``."""
+    return "http://" + url.split("://", 1)[1].split("/", 1)[0]
+
+
+def dynamodb_client(url: str = DYNAMODB_URL, **config: Any) -> Any:
+    """A boto3 DynamoDB client of the test endpoint (placeholder key, no
+    retries), for the tests' own looks at the tables; `config`: more of
+    botocore's ``Config``."""
+    import boto3
+    from botocore.config import Config
+
+    options: Dict[str, Any] = {"connect_timeout": 3, "read_timeout": 30, "retries": {"total_max_attempts": 1}}
+    options.update(config)
+    return boto3.session.Session().client(
+        "dynamodb", endpoint_url=dynamodb_endpoint(url), region_name="us-east-1", aws_access_key_id="local",
+        aws_secret_access_key="local", config=Config(**options))
+
+
+def dynamodb_url() -> str:
+    """The URL of the test DynamoDB endpoint, ``dynamodb://HOST:PORT`` (fails
+    or skips when it does not answer ``ListTables``)."""
+    global _dynamodb_ok
+    if _dynamodb_ok:
+        return DYNAMODB_URL
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        client = dynamodb_client()
+        try:
+            client.list_tables(Limit=1)
+        finally:
+            client.close()
+    except (BotoCoreError, ClientError, OSError) as e:
+        unreachable("DynamoDB", DYNAMODB_URL, e)
+    _dynamodb_ok = True
+    return DYNAMODB_URL
+
+
+def dynamodb_drop_tables(prefix: str) -> None:
+    """Deletes every table of the test endpoint named `prefix` or starting with ``prefix-``."""
+    client = dynamodb_client()
+    try:
+        names: List[str] = []
+        start: Optional[str] = None
+        while True:
+            page = client.list_tables(**({"ExclusiveStartTableName": start} if start else {}))
+            names += page.get("TableNames", [])
+            start = page.get("LastEvaluatedTableName")
+            if not start:
+                break
+        for name in names:
+            if name == prefix or name.startswith(prefix + "-"):
+                try:
+                    client.delete_table(TableName=name)
+                except client.exceptions.ResourceNotFoundException:
+                    pass
+    finally:
+        client.close()
+
+
+@contextmanager
+def dynamodb_table() -> Iterator[Tuple[str, str]]:
+    """(the test endpoint's URL, a fresh table name ``ik-py-<random>``; the
+    store creates the table): afterwards the table, and every table named
+    ``ik-py-<random>-…`` (the test's others), is deleted."""
+    url = dynamodb_url()
+    name = f"ik-py-{uuid.uuid4().hex[:12]}"
+    try:
+        yield url, name
+    finally:
+        dynamodb_drop_tables(name)
