@@ -151,6 +151,14 @@ impl schema::Guest for Component {
         redis_layout_unchecked(&layout).record_key(&key)
     }
 
+    fn redis_channel(layout: schema::RedisLayout, key: String) -> String {
+        redis_layout_unchecked(&layout).channel(&key)
+    }
+
+    fn redis_channels(layout: schema::RedisLayout) -> Vec<String> {
+        redis_layout_unchecked(&layout).channels()
+    }
+
     fn redis_insert(layout: schema::RedisLayout, r: t::Record) -> schema::RedisCall {
         redis_write(&layout, &core::Op::Insert(r.into()))
     }

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use crate::bindings::exports::intentkey::core::flows::{
-    self as wit, GuestFlow, ListRequest, Op, OpResult, Output, Step,
+    self as wit, GuestFlow, ListRequest, Op, OpResult, Output, Step, WatchRequest,
 };
 use crate::bindings::exports::intentkey::core::http::{self as wit_http, EndpointBorrow, Request};
 use crate::bindings::intentkey::core::types as t;
@@ -98,7 +98,7 @@ impl AnyFlow {
 /// Advances `flow` over a store: every store operation it asks for is done
 /// by `perform` (its own error, or the store's failure, which goes to a
 /// flow that takes failures and is the error of any other), until it needs
-/// what only the host has (`effect`, `ask`, `wait`) or is done.
+/// what only the host has (`effect`, `ask`, `wait`, `watch`) or is done.
 #[cfg(feature = "guard")]
 pub(crate) fn advance(
     flow: wit::FlowBorrow<'_>,
@@ -113,7 +113,9 @@ pub(crate) fn advance(
     };
     loop {
         step = match step {
-            Step::Io(op @ (Op::Ask(_) | Op::Effect(_) | Op::Wait(_))) => return Ok(Step::Io(op)),
+            Step::Io(op @ (Op::Ask(_) | Op::Effect(_) | Op::Wait(_) | Op::Watch(_))) => {
+                return Ok(Step::Io(op))
+            }
             Step::Done(out) => return Ok(Step::Done(out)),
             Step::Io(op) => match perform(op)? {
                 Ok(result) => any.resume(result)?,
@@ -156,6 +158,10 @@ pub(crate) fn op_out(op: core::Op) -> Op {
         core::Op::Ask(key) => Op::Ask(key),
         core::Op::Effect(key) => Op::Effect(key),
         core::Op::Wait(ms) => Op::Wait(ms),
+        core::Op::Watch(w) => Op::Watch(WatchRequest {
+            key: w.key,
+            ms: w.ms,
+        }),
     }
 }
 
@@ -174,6 +180,10 @@ pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
         }
         OpResult::Failed(e) => core::OpResult::Failed(e.into()),
         OpResult::Waited => core::OpResult::Waited,
+        OpResult::Watched(w) => core::OpResult::Watched {
+            elapsed_ms: w.elapsed_ms,
+            now: w.now,
+        },
         // `resume_wit` hands a handler's outcome to the serve flow; as a
         // store result it is nothing any flow waits for.
         OpResult::Handled(_) => core::OpResult::Failed(core::StoreFailure {

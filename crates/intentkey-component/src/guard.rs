@@ -70,7 +70,7 @@ fn perform(op: Op) -> Result<Result<core::OpResult, t::StoreError>, t::Error> {
             .map(|rs| core::OpResult::Listed(rs.into_iter().map(core::Record::from).collect())),
         Op::Purge(now) => store::purge(now).map(core::OpResult::Purged),
         // The host's own: `advance` hands these back before performing.
-        Op::Ask(_) | Op::Effect(_) | Op::Wait(_) => {
+        Op::Ask(_) | Op::Effect(_) | Op::Wait(_) | Op::Watch(_) => {
             return Err(t::Error::from(intentkey::Error::new(
                 intentkey::ErrorCode::FlowMisuse,
                 "the guard was asked to perform the host's own operation (a bug)",

@@ -69,7 +69,10 @@ impl GuestEndpoint for Endpoint {
         policies: Vec<(String, String)>,
     ) -> Result<wit::Endpoint, t::Error> {
         let secret = Secret::new(secrets::get_secret(&secret_id)?).map_err(t::Error::from)?;
-        let endpoint = core::Endpoint::new(secret, core::Options::from(options));
+        let options = core::Options::from(options)
+            .checked()
+            .map_err(t::Error::from)?;
+        let endpoint = core::Endpoint::new(secret, options);
         Ok(wit::Endpoint::new(Endpoint(with_policies(
             endpoint, policies,
         )?)))
@@ -85,7 +88,10 @@ impl GuestEndpoint for Endpoint {
         if let Some(seconds) = window_seconds {
             keyring = keyring.with_window(seconds).map_err(t::Error::from)?;
         }
-        let endpoint = core::Endpoint::with_keyring(keyring, core::Options::from(options));
+        let options = core::Options::from(options)
+            .checked()
+            .map_err(t::Error::from)?;
+        let endpoint = core::Endpoint::with_keyring(keyring, options);
         Ok(wit::Endpoint::new(Endpoint(with_policies(
             endpoint, policies,
         )?)))

@@ -44,6 +44,10 @@ fn op_in(op: Op) -> core::Op {
         Op::Ask(key) => core::Op::Ask(key),
         Op::Effect(key) => core::Op::Effect(key),
         Op::Wait(ms) => core::Op::Wait(ms),
+        Op::Watch(w) => core::Op::Watch(core::WatchRequest {
+            key: w.key,
+            ms: w.ms,
+        }),
     }
 }
 

@@ -213,7 +213,7 @@ macro_rules! convert_types {
     $crate::__record!(wit::RecoveryRules, ik::RecoveryRules,
                 move { stale_after, read_your_writes, ttl_seconds });
     $crate::__record!(wit::RunSpec, ik::RunSpec,
-                move { now }
+                move { now, wait_max_ms }
                 into { attempt, kind, rules }
                 map { recovery });
 
@@ -369,7 +369,7 @@ macro_rules! convert_http {
     $crate::__record!(wit::Options, ik::Options,
                 move {
                     strict_key_syntax, retry_after_seconds, replay_headers, key_required,
-                    max_body_bytes, max_stored_bytes,
+                    max_body_bytes, max_stored_bytes, wait_max_ms,
                 }
                 into { profile });
     $crate::__record!(wit::Reply, ik::Reply, move { status, headers, body });
@@ -422,6 +422,7 @@ macro_rules! convert_http {
                         finish_retries: s.finish_retries,
                         claim_failure: s.claim_failure.map(Into::into),
                         finish_failures: s.finish_failures.into_iter().map(Into::into).collect(),
+                        waited_ms: s.waited_ms,
                     }
                 }
             }
@@ -435,6 +436,7 @@ macro_rules! convert_http {
                         finish_retries: s.finish_retries,
                         claim_failure: s.claim_failure.map(Into::into),
                         finish_failures: s.finish_failures.into_iter().map(Into::into).collect(),
+                        waited_ms: s.waited_ms,
                     }
                 }
             }

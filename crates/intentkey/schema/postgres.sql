@@ -113,3 +113,14 @@ SELECT coalesce(max(version), 0) FROM intentkey_schema_migrations;
 -- Records an applied migration. $1 its version
 INSERT INTO intentkey_schema_migrations (version, applied_at)
 VALUES ($1, extract(epoch from now())::bigint);
+
+-- statement listen
+-- Subscribes this session to the records' change notifications: run once on
+-- the one connection per process that wakes waiters (never one per request).
+-- {channel} is the core's channel name (sql::channel).
+LISTEN {channel};
+
+-- statement notify
+-- Wakes the waiters of a record: sent by a writer whose completion, release or
+-- recovery write changed the record (when waiting is on). $1 key
+SELECT pg_notify('{channel}', $1);

@@ -121,6 +121,7 @@ fn options(case: &Case) -> Options {
         key_required: e.key_required,
         max_body_bytes: e.max_body_bytes,
         max_stored_bytes: intentkey::http::DEFAULT_MAX_STORED_BYTES,
+        wait_max_ms: 0,
     }
 }
 

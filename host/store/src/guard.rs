@@ -265,6 +265,7 @@ impl<'s> Guard<'s> {
             rules: self.rules.clone(),
             recovery: None,
             now,
+            wait_max_ms: 0,
         };
         let mut flow = RunFlow::new(spec, new_seed()?);
         // An effect runs at most once per run: after it, the run ends.

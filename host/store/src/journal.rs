@@ -240,6 +240,7 @@ impl<'s> Journal<'s> {
             rules: self.guard.rules().clone(),
             recovery,
             now,
+            wait_max_ms: 0,
         };
         let mut flow = RunFlow::new(spec, new_seed()?);
         Ok(self.guard.drive(&mut flow, now, gateway, effect)?.0)

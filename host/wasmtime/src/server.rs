@@ -273,6 +273,19 @@ impl<'e> WasmServer<'e> {
                     pause(Duration::from_millis(u64::from(ms)));
                     wit_flows::OpResult::Waited
                 }
+                // A synchronous server has no notifications: it polls, on
+                // the core's intervals.
+                wit_flows::Step::Io(wit_flows::Op::Watch(w)) => {
+                    let started = std::time::Instant::now();
+                    pause(Duration::from_millis(u64::from(w.ms)));
+                    let elapsed = started.elapsed().as_millis();
+                    wit_flows::OpResult::Watched(wit_flows::Watched {
+                        elapsed_ms: u32::try_from(elapsed).unwrap_or(u32::MAX),
+                        now: std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+                    })
+                }
                 wit_flows::Step::Io(wit_flows::Op::Ask(key)) => {
                     wit_flows::OpResult::Answered(self.inner.imports().gateway.lookup(&key).into())
                 }

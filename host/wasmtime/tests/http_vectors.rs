@@ -139,6 +139,7 @@ fn options(config: &v::EndpointConfig) -> Result<Options, String> {
         key_required: config.key_required,
         max_body_bytes: config.max_body_bytes,
         max_stored_bytes: intentkey::http::DEFAULT_MAX_STORED_BYTES,
+        wait_max_ms: 0,
     })
 }
 

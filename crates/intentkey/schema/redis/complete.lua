@@ -7,4 +7,5 @@ local h = header('done', r.token, r.created, r.lookups, '-', ARGV[3])
 redis.call('SET', KEYS[1], h .. r.identity .. '\n' .. ARGV[4])
 redis.call('ZREM', KEYS[2], ARGV[1])
 settle(ARGV[1], 'done', r.created, ARGV[3])
+changed(ARGV[1])
 return 1

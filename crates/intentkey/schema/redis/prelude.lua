@@ -40,3 +40,10 @@ local function settle(key, status, created, expires)
     end
   end
 end
+
+-- Wakes the waiters of a record: one message, the record's key, on its
+-- bucket's change channel ("<bucket>:chg", beside the expiry index KEYS[5],
+-- "<bucket>:exp"; sharded pub/sub, so on a cluster it stays in the slot).
+local function changed(key)
+  redis.call('SPUBLISH', string.sub(KEYS[5], 1, -4) .. 'chg', key)
+end

@@ -9,4 +9,5 @@ local h = header(ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
 redis.call('SET', KEYS[1], h .. r.identity .. '\n' .. ARGV[10])
 redis.call('ZREM', KEYS[2], ARGV[1])
 settle(ARGV[1], ARGV[4], ARGV[6], ARGV[9])
+changed(ARGV[1])
 return 1

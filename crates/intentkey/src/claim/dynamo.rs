@@ -453,9 +453,12 @@ impl Table {
             Op::Complete(c) => self.complete(c)?,
             Op::Replace(r) => self.replace(r)?,
             Op::Release(r) => self.release(r),
-            Op::List { .. } | Op::Purge { .. } | Op::Ask(_) | Op::Effect(_) | Op::Wait(_) => {
-                return Ok(None)
-            }
+            Op::List { .. }
+            | Op::Purge { .. }
+            | Op::Ask(_)
+            | Op::Effect(_)
+            | Op::Wait(_)
+            | Op::Watch(_) => return Ok(None),
         }))
     }
 

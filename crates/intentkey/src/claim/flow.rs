@@ -45,6 +45,7 @@ use super::decide::{
     ClaimOutcome, EffectResult, Lookup, OutcomeClass, RecoveryAction, Rules,
 };
 use super::record::{done_expiry, Attempt, PriorKey, Record, Response, Status};
+use super::wait::WatchRequest;
 
 /// How many times a claim inserts again when the record it lost to vanished
 /// (was purged) before it could be read.
@@ -125,6 +126,11 @@ pub enum Op {
     /// (only [`crate::http::ServeFlow`] asks for it, after
     /// [`OpResult::Failed`]).
     Wait(u32),
+    /// Wait for the record of the key to change (a notification from the
+    /// store) or for the pause to end, whichever comes first, then resume
+    /// with [`OpResult::Watched`]: a retry that found its key in flight
+    /// waits for the first attempt ([`super::wait`]).
+    Watch(WatchRequest),
     /// Run the effect with this key (the attempt owns it now) →
     /// [`OpResult::Effected`]. Only a [`super::RunFlow`] asks for it.
     Effect(String),
@@ -132,7 +138,7 @@ pub enum Op {
 
 impl Op {
     /// `insert`, `get`, `complete`, `replace`, `release`, `list`, `purge`,
-    /// `ask`, `effect` or `wait`.
+    /// `ask`, `effect`, `wait` or `watch`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Op::Insert(_) => "insert",
@@ -145,6 +151,7 @@ impl Op {
             Op::Ask(_) => "ask",
             Op::Effect(_) => "effect",
             Op::Wait(_) => "wait",
+            Op::Watch(_) => "watch",
         }
     }
 }
@@ -180,6 +187,15 @@ pub enum OpResult {
     Failed(StoreFailure),
     /// The pause of [`Op::Wait`] is over.
     Waited,
+    /// The watch of [`Op::Watch`] returned: how long it lasted, and the
+    /// time (seconds) it returned at.
+    Watched {
+        /// Milliseconds the host waited (less than asked when the store
+        /// notified a change).
+        elapsed_ms: u32,
+        /// The time now, in seconds.
+        now: i64,
+    },
 }
 
 /// A store operation that failed, as the host reports it to a flow.
@@ -208,6 +224,7 @@ impl OpResult {
             OpResult::Effected(..) => "effected",
             OpResult::Failed(_) => "failed",
             OpResult::Waited => "waited",
+            OpResult::Watched { .. } => "watched",
         }
     }
 }
@@ -332,6 +349,9 @@ pub struct ClaimFlow {
     prior: Option<PriorKey>,
     tries: u32,
     waiting: ClaimWait,
+    /// Whether the record the claim decided on (when it lost) was the
+    /// prior key's, and its status.
+    seen: Option<(bool, Status)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -351,7 +371,30 @@ impl ClaimFlow {
             prior: attempt.prior.clone(),
             tries: 0,
             waiting: ClaimWait::Insert,
+            seen: None,
         }
+    }
+
+    /// The key of the record the claim lost to, when that record was
+    /// `in_flight` (its first attempt still runs, so a waiter watches this
+    /// key; under a rotation it may be the prior key). `None` when the
+    /// claim owns the key, or the record was done or awaits reconciliation.
+    pub fn in_flight_key(&self) -> Option<&str> {
+        match self.seen {
+            Some((true, Status::InFlight)) => self.prior.as_ref().map(|p| p.key.as_str()),
+            Some((false, Status::InFlight)) => Some(&self.record.key),
+            _ => None,
+        }
+    }
+
+    fn decide(&mut self, existing: &Record, prior: bool) -> ClaimOutcome {
+        self.waiting = ClaimWait::Over;
+        self.seen = Some((prior, existing.status));
+        let fingerprint = match (&self.prior, prior) {
+            (Some(p), true) => &p.fingerprint,
+            _ => &self.fingerprint,
+        };
+        decide_existing(existing, fingerprint)
     }
 
     fn insert(&mut self) -> Result<Step<ClaimOutcome>, FlowError> {
@@ -384,12 +427,7 @@ impl Flow for ClaimFlow {
     fn resume(&mut self, result: OpResult) -> Result<Step<ClaimOutcome>, FlowError> {
         match (self.waiting, result) {
             (ClaimWait::Prior, OpResult::Got(Some(existing))) => {
-                self.waiting = ClaimWait::Over;
-                let fingerprint = self
-                    .prior
-                    .as_ref()
-                    .map_or(self.fingerprint.as_str(), |p| p.fingerprint.as_str());
-                Ok(Step::Done(decide_existing(&existing, fingerprint)))
+                Ok(Step::Done(self.decide(&existing, true)))
             }
             (ClaimWait::Prior, OpResult::Got(None)) => self.insert(),
             (ClaimWait::Prior, other) => misuse("got", &other),
@@ -398,16 +436,14 @@ impl Flow for ClaimFlow {
                 Ok(Step::Done(ClaimOutcome::Owned))
             }
             (ClaimWait::Insert, OpResult::Existing(existing)) => {
-                self.waiting = ClaimWait::Over;
-                Ok(Step::Done(decide_existing(&existing, &self.fingerprint)))
+                Ok(Step::Done(self.decide(&existing, false)))
             }
             (ClaimWait::Insert, OpResult::Inserted(false)) => {
                 self.waiting = ClaimWait::Get;
                 Ok(Step::Io(Op::Get(self.record.key.clone())))
             }
             (ClaimWait::Get, OpResult::Got(Some(existing))) => {
-                self.waiting = ClaimWait::Over;
-                Ok(Step::Done(decide_existing(&existing, &self.fingerprint)))
+                Ok(Step::Done(self.decide(&existing, false)))
             }
             (ClaimWait::Get, OpResult::Got(None)) => self.insert(),
             (ClaimWait::Insert, other) => misuse("inserted", &other),
@@ -874,6 +910,14 @@ pub fn perform<S: ClaimStore + ?Sized>(
         // reports failures to a flow (it returns the store's error), so there
         // is nothing to wait for.
         Op::Wait(_) => OpResult::Waited,
+        // A watch with no clock and no notifications here: the whole pause
+        // counts as spent and the time as unchanged (flows never move their
+        // clock back), so the flow claims again and its budget runs out. A
+        // synchronous host that enables waiting answers the watch itself.
+        Op::Watch(w) => OpResult::Watched {
+            elapsed_ms: w.ms,
+            now: i64::MIN,
+        },
     })
 }
 

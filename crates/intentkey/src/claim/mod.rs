@@ -57,6 +57,7 @@ pub mod redis;
 pub mod run;
 pub mod schema;
 pub mod sql;
+pub mod wait;
 
 pub use decide::{
     classify, decide_existing, decide_recovery, purgeable, recovered, recovery_due,
@@ -74,3 +75,6 @@ pub use record::{
     LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES,
 };
 pub use run::{drive_run, RunFlow, RunKind, RunOutcome, RunSpec};
+pub use wait::{
+    check_wait_max_ms, Waiter, WatchRequest, WAIT_MAX_MS_LIMIT, WATCH_FIRST_MS, WATCH_LONGEST_MS,
+};

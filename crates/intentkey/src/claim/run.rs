@@ -55,6 +55,7 @@ use super::flow::{
     RecoverFlow, Recovered, RecoveryRules, Step, CLAIM_TRIES,
 };
 use super::record::{owner_token, Attempt, Response, Status, OWNER_TOKEN_BYTES};
+use super::wait::Waiter;
 
 /// What is run once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +98,10 @@ pub struct RunSpec {
     pub recovery: Option<RecoveryRules>,
     /// The time of the claim.
     pub now: i64,
+    /// How long a run that finds its record in flight (and not yet due a
+    /// recovery) waits for the first attempt's answer, in milliseconds,
+    /// before it answers in flight (0: no wait). See [`super::wait`].
+    pub wait_max_ms: u32,
 }
 
 impl RunSpec {
@@ -111,6 +116,7 @@ impl RunSpec {
             rules: Rules::default(),
             recovery,
             now,
+            wait_max_ms: 0,
         }
     }
 }
@@ -144,6 +150,7 @@ impl RunSpec {
             rules,
             recovery: Some(recovery),
             now,
+            wait_max_ms: 0,
         }
     }
 }
@@ -239,9 +246,17 @@ enum Entry {
 #[derive(Clone, Debug)]
 enum Stage {
     Claim(ClaimFlow),
-    Effect { token: String, recovered: bool },
-    Finish { flow: FinishFlow, recovered: bool },
+    Effect {
+        token: String,
+        recovered: bool,
+    },
+    Finish {
+        flow: FinishFlow,
+        recovered: bool,
+    },
     Recover(RecoverFlow),
+    /// Watching the record in flight ([`Op::Watch`]); then claiming again.
+    Watch,
     Over,
 }
 
@@ -255,6 +270,9 @@ pub struct RunFlow {
     seed: [u8; OWNER_TOKEN_BYTES],
     tokens: u32,
     claims: u32,
+    waiter: Option<Waiter>,
+    /// The key of the record in flight the last claim lost to.
+    watched_key: Option<String>,
     stage: Stage,
 }
 
@@ -268,6 +286,8 @@ impl RunFlow {
             seed,
             tokens: 0,
             claims: 0,
+            waiter: None,
+            watched_key: None,
             stage: Stage::Over,
         }
     }
@@ -286,6 +306,28 @@ impl RunFlow {
         let mut flow = RunFlow::new(spec, seed);
         flow.entry = Entry::Recover(run_effect);
         flow
+    }
+
+    /// How long the run waited for another attempt's answer, in
+    /// milliseconds ([`RunSpec::wait_max_ms`]).
+    pub fn waited_ms(&self) -> u32 {
+        self.waiter.as_ref().map_or(0, Waiter::waited_ms)
+    }
+
+    /// The next watch of the record in flight, while the wait lasts; the
+    /// in-flight answer once it is spent (or when the run does not wait).
+    fn watch_or(&mut self, outcome: RunOutcome) -> Result<Step<RunOutcome>, FlowError> {
+        if self.entry == Entry::Claim && self.watched_key.is_some() {
+            if self.waiter.is_none() {
+                self.waiter = Waiter::new(self.spec.wait_max_ms, self.seed);
+            }
+            let key = self.watched_key.take().unwrap_or_default();
+            if let Some(op) = self.waiter.as_mut().and_then(|w| w.next(&key)) {
+                self.stage = Stage::Watch;
+                return Ok(Step::Io(op));
+            }
+        }
+        self.done(outcome)
     }
 
     /// The attempt's key.
@@ -369,7 +411,7 @@ impl RunFlow {
     /// Recovers the record in flight, when this run recovers at all.
     fn begin_recovery(&mut self) -> Result<Step<RunOutcome>, FlowError> {
         let Some(mut rules) = self.spec.recovery.clone() else {
-            return self.done(RunOutcome::InFlight { recovery: None });
+            return self.watch_or(RunOutcome::InFlight { recovery: None });
         };
         if self.spec.kind == RunKind::Step {
             rules.read_your_writes = true;
@@ -422,6 +464,11 @@ impl RunFlow {
             (other, Some(_)) => self.done(RunOutcome::Recovery(other)),
             // Settled or gone since the claim read it: claim again.
             (Recovered::Missing | Recovered::NotInFlight(Status::Done), None) => self.claim(),
+            // Not stale yet: its owner may still answer; wait for it while
+            // the wait lasts.
+            (other @ Recovered::NotDue { .. }, None) => self.watch_or(RunOutcome::InFlight {
+                recovery: Some(other),
+            }),
             (other, None) => self.done(RunOutcome::InFlight {
                 recovery: Some(other),
             }),
@@ -476,6 +523,7 @@ impl Flow for RunFlow {
                         Ok(Step::Io(op))
                     }
                     Step::Done(outcome) => {
+                        self.watched_key = flow.in_flight_key().map(str::to_owned);
                         let token = self.token(self.tokens.saturating_sub(1));
                         self.claimed(outcome, token)
                     }
@@ -515,6 +563,22 @@ impl Flow for RunFlow {
                 self.stage = Stage::Recover(flow);
                 self.recover_step(step)
             }
+            Stage::Watch => match result {
+                OpResult::Watched { elapsed_ms, now } => {
+                    if let Some(waiter) = &mut self.waiter {
+                        waiter.woke(elapsed_ms);
+                    }
+                    self.spec.now = self.spec.now.max(now);
+                    // A claim after a watch is not a record changing under
+                    // the run: it does not count toward CLAIM_TRIES.
+                    self.claims = self.claims.saturating_sub(1);
+                    self.claim()
+                }
+                other => {
+                    self.stage = Stage::Watch;
+                    misuse("watched", &other)
+                }
+            },
             Stage::Over => misuse("nothing (the flow is done)", &result),
         }
     }

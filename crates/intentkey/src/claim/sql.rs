@@ -74,6 +74,32 @@ pub const MIGRATIONS_TABLE: &str = "intentkey_schema_migrations";
 /// The placeholder a statement file writes for the migrations table.
 pub const MIGRATIONS_PLACEHOLDER: &str = "{migrations}";
 
+/// What stands for the change-notification channel ([`channel`]) in a
+/// statement file.
+pub const CHANNEL_PLACEHOLDER: &str = "{channel}";
+
+/// The channel on which the records of a table (in `schema`) notify their
+/// changes ([`Kind::Listen`], [`Kind::Notify`]): `intentkey_records`, or
+/// `intentkey_records_` and 12 hex digits of the schema name's SHA-256 (a
+/// plain identifier of at most 63 bytes, whatever the schema is called).
+///
+/// ```
+/// use intentkey::claim::sql::channel;
+/// assert_eq!(channel(None), "intentkey_records");
+/// assert_eq!(channel(Some("billing")).len(), "intentkey_records_".len() + 12);
+/// assert_ne!(channel(Some("billing")), channel(Some("payments")));
+/// ```
+pub fn channel(schema: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    match schema {
+        None => TABLE.to_owned(),
+        Some(s) => {
+            let digest = Sha256::digest(s.as_bytes());
+            format!("{TABLE}_{}", &crate::key::to_hex(&digest[..6]))
+        }
+    }
+}
+
 /// The record columns, in the order every `SELECT` returns them and
 /// [`decode_row`] reads them.
 pub const COLUMNS: [&str; 15] = [
@@ -268,11 +294,19 @@ pub enum Kind {
     /// Gives back the migration lock when it outlives the transaction
     /// (MySQL's named lock; `$1`: the lock). Optional.
     MigrationUnlock,
+    /// Subscribes the session to the records' change notifications
+    /// (PostgreSQL `LISTEN`, on the one connection per process that waits;
+    /// no parameters). Optional.
+    Listen,
+    /// Notifies the waiters that a record changed (`$1`: its key), sent by
+    /// a writer after a completion, release or recovery write that changed
+    /// a record (PostgreSQL `pg_notify`). Optional.
+    Notify,
 }
 
 impl Kind {
     /// Every statement kind.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Insert,
         Kind::Claim,
         Kind::Get,
@@ -286,6 +320,8 @@ impl Kind {
         Kind::MigratedVersion,
         Kind::RecordMigration,
         Kind::MigrationUnlock,
+        Kind::Listen,
+        Kind::Notify,
     ];
 
     /// What every dialect's file holds.
@@ -302,7 +338,7 @@ impl Kind {
     /// Its name in the statement files and the WIT: `insert`, `claim`,
     /// `get`, `complete`, `complete-fast`, `replace`, `release`, `list`,
     /// `purge`, `migration-lock`, `migrated-version`, `record-migration`,
-    /// `migration-unlock`.
+    /// `migration-unlock`, `listen`, `notify`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Insert => "insert",
@@ -318,6 +354,8 @@ impl Kind {
             Kind::MigratedVersion => "migrated-version",
             Kind::RecordMigration => "record-migration",
             Kind::MigrationUnlock => "migration-unlock",
+            Kind::Listen => "listen",
+            Kind::Notify => "notify",
         }
     }
 
@@ -337,7 +375,8 @@ impl Kind {
             Kind::List => &["status", "limit"],
             Kind::Purge => &["now"],
             Kind::MigrationLock | Kind::MigrationUnlock => &["migration_lock"],
-            Kind::MigratedVersion => &[],
+            Kind::MigratedVersion | Kind::Listen => &[],
+            Kind::Notify => &["key"],
             Kind::RecordMigration => &["version"],
         }
     }
@@ -578,6 +617,7 @@ fn sections(source: &str) -> Vec<(&str, String)> {
 pub fn statements(dialect: Dialect, schema: Option<&str>) -> crate::Result<Statements> {
     let table = dialect.table(TABLE, schema)?;
     let migrations = dialect.table(MIGRATIONS_TABLE, schema)?;
+    let channel = channel(schema);
     let malformed = |what: String| {
         Error::field(
             ErrorCode::StoreFailed,
@@ -597,7 +637,8 @@ pub fn statements(dialect: Dialect, schema: Option<&str>) -> crate::Result<State
         }
         let text = text
             .replace(TABLE_PLACEHOLDER, &table)
-            .replace(MIGRATIONS_PLACEHOLDER, &migrations);
+            .replace(MIGRATIONS_PLACEHOLDER, &migrations)
+            .replace(CHANNEL_PLACEHOLDER, &channel);
         let (text, binds) = match dialect {
             Dialect::Mysql => positional(&text),
             Dialect::Sqlite | Dialect::Postgres => (text, (0..kind.params().len()).collect()),

@@ -131,6 +131,12 @@ pub struct Options {
     /// kept: the record stores [`Options::capture`]'s "answer not kept"
     /// instead, and the request is never run again for that key.
     pub max_stored_bytes: u64,
+    /// How long a retry that finds its key in flight waits for the first
+    /// attempt's answer, in milliseconds, before the 409 (0, the default:
+    /// no wait). The fingerprint is compared first, so another payload is
+    /// answered at once; see [`crate::claim::wait`]. At most
+    /// [`crate::claim::WAIT_MAX_MS_LIMIT`].
+    pub wait_max_ms: u32,
 }
 
 impl Options {
@@ -144,7 +150,20 @@ impl Options {
             key_required: true,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_stored_bytes: DEFAULT_MAX_STORED_BYTES,
+            wait_max_ms: 0,
         }
+    }
+}
+
+impl Options {
+    /// These options, checked: what no endpoint can use is an error.
+    ///
+    /// # Errors
+    /// `invalid-argument` on field `wait-max-ms` for a wait longer than
+    /// [`crate::claim::WAIT_MAX_MS_LIMIT`].
+    pub fn checked(self) -> crate::Result<Self> {
+        crate::claim::check_wait_max_ms("wait-max-ms", self.wait_max_ms)?;
+        Ok(self)
     }
 }
 

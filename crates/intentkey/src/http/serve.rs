@@ -73,7 +73,7 @@
 
 use crate::claim::{
     owner_token, Attempt, ClaimFlow, ClaimOutcome, EffectResult, FinishFlow, Finished, Flow,
-    FlowError, Op, OpResult, OutcomeClass, Release, Rules, Step, StoreFailure,
+    FlowError, Op, OpResult, OutcomeClass, Release, Rules, Step, StoreFailure, Waiter,
     FINISH_RETRY_DELAYS_MS, OWNER_TOKEN_BYTES,
 };
 use crate::error::Result;
@@ -171,6 +171,9 @@ pub struct Served {
     pub claim_failure: Option<StoreFailure>,
     /// Every store failure while finishing, in order, for the host to report.
     pub finish_failures: Vec<StoreFailure>,
+    /// How long the request waited for the first attempt with its key
+    /// ([`Options::wait_max_ms`]), in milliseconds; 0 when it did not wait.
+    pub waited_ms: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -191,6 +194,8 @@ enum Stage {
     Undo {
         reply: Reply,
     },
+    /// Watching a record in flight ([`Op::Watch`]); then claiming again.
+    Watch,
     /// Waiting out a pause before finishing again.
     Pause {
         result: EffectResult,
@@ -215,6 +220,8 @@ pub struct ServeFlow {
     inserting: bool,
     claim_failure: Option<StoreFailure>,
     finish_failures: Vec<StoreFailure>,
+    seed: [u8; OWNER_TOKEN_BYTES],
+    waiter: Option<Waiter>,
     stage: Stage,
 }
 
@@ -245,6 +252,8 @@ impl ServeFlow {
             inserting: false,
             claim_failure: None,
             finish_failures: Vec::new(),
+            seed,
+            waiter: None,
             stage: Stage::Start,
         })
     }
@@ -274,10 +283,13 @@ impl ServeFlow {
             finish_retries: self.retries,
             claim_failure: self.claim_failure.take(),
             finish_failures: std::mem::take(&mut self.finish_failures),
+            waited_ms: self.waiter.as_ref().map_or(0, Waiter::waited_ms),
         })
     }
 
-    fn claimed(&mut self, outcome: ClaimOutcome) -> Step<Served> {
+    /// The claim's outcome; `in_flight`: the key of the record in flight
+    /// it lost to, which the request watches while its wait lasts.
+    fn claimed(&mut self, outcome: ClaimOutcome, in_flight: Option<String>) -> Step<Served> {
         let path = match &outcome {
             ClaimOutcome::Owned => {
                 self.stage = Stage::Handle;
@@ -285,11 +297,43 @@ impl ServeFlow {
                 return Step::Io(Op::Effect(key.unwrap_or_default()));
             }
             ClaimOutcome::Done(_) => ServePath::Replay,
-            ClaimOutcome::InFlight => ServePath::InFlight,
+            ClaimOutcome::InFlight => {
+                if let Some(watch) = in_flight.and_then(|key| self.watch(&key)) {
+                    return watch;
+                }
+                ServePath::InFlight
+            }
             ClaimOutcome::PayloadConflict => ServePath::PayloadConflict,
         };
         let reply = self.options.reply(&outcome, self.now);
         self.end(path, reply, None)
+    }
+
+    /// The next watch of the record in flight at `key`, while the wait
+    /// ([`Options::wait_max_ms`]) lasts.
+    fn watch(&mut self, key: &str) -> Option<Step<Served>> {
+        if self.waiter.is_none() {
+            self.waiter = Waiter::new(self.options.wait_max_ms, self.seed);
+        }
+        let op = self.waiter.as_mut()?.next(key)?;
+        self.stage = Stage::Watch;
+        Some(Step::Io(op))
+    }
+
+    /// Claims the admitted attempt (again, after a watch).
+    fn claim(&mut self) -> Step<Served> {
+        let Some(attempt) = &self.attempt else {
+            let reply = self.options.refuse(Refusal::Failed, self.now);
+            return self.end(ServePath::Failed, Some(reply), None);
+        };
+        let mut flow = ClaimFlow::new(attempt, &self.token, self.now);
+        match flow.start() {
+            Step::Io(op) => self.claim_io(flow, op),
+            Step::Done(outcome) => {
+                let key = flow.in_flight_key().map(str::to_owned);
+                self.claimed(outcome, key)
+            }
+        }
     }
 
     /// The handler's outcome (the answer to [`Op::Effect`]) at `now`, the
@@ -354,6 +398,7 @@ impl ServeFlow {
             Stage::Handle => "handled (the handler's outcome)",
             Stage::Finish { .. } => "written",
             Stage::Pause { .. } => "waited",
+            Stage::Watch => "watched",
             Stage::Undo { .. } => "the release's result",
             Stage::Over => "nothing (the flow is done)",
         }
@@ -410,12 +455,8 @@ impl Flow for ServeFlow {
             Some(Admission::Refused(reply)) => self.end(ServePath::Refused, Some(reply), None),
             Some(Admission::Unguarded) => self.end(ServePath::Unguarded, None, None),
             Some(Admission::Guarded(attempt)) => {
-                let mut flow = ClaimFlow::new(&attempt, &self.token, self.now);
                 self.attempt = Some(attempt);
-                match flow.start() {
-                    Step::Io(op) => self.claim_io(flow, op),
-                    Step::Done(outcome) => self.claimed(outcome),
-                }
+                self.claim()
             }
             // Started twice (a bug in the host): the first start already
             // ended or went on, and stays as it is; this answer is the 500.
@@ -426,6 +467,7 @@ impl Flow for ServeFlow {
                 finish_retries: self.retries,
                 claim_failure: None,
                 finish_failures: Vec::new(),
+                waited_ms: 0,
             }),
         }
     }
@@ -438,7 +480,10 @@ impl Flow for ServeFlow {
                 }
                 match flow.resume(result) {
                     Ok(Step::Io(op)) => Ok(self.claim_io(flow, op)),
-                    Ok(Step::Done(outcome)) => Ok(self.claimed(outcome)),
+                    Ok(Step::Done(outcome)) => {
+                        let key = flow.in_flight_key().map(str::to_owned);
+                        Ok(self.claimed(outcome, key))
+                    }
                     // The record the claim lost to vanished every time it
                     // looked: nothing was claimed, and a retry may succeed.
                     Err(e @ FlowError::Vanished { .. }) => Ok(self.claim_failed(StoreFailure {
@@ -452,6 +497,21 @@ impl Flow for ServeFlow {
                 }
             }
             Stage::Undo { reply } => Ok(self.end(ServePath::Unavailable, Some(reply), None)),
+            Stage::Watch => match result {
+                OpResult::Watched { elapsed_ms, now } => {
+                    if let Some(waiter) = &mut self.waiter {
+                        waiter.woke(elapsed_ms);
+                    }
+                    // Time never goes back: a host without a clock answers
+                    // the lowest time.
+                    self.now = self.now.max(now);
+                    Ok(self.claim())
+                }
+                other => {
+                    self.stage = Stage::Watch;
+                    self.misuse(&other)
+                }
+            },
             Stage::Finish {
                 mut flow,
                 result: effect,

@@ -128,6 +128,7 @@ impl<'s> AsyncGuard<'s> {
             rules: self.rules.clone(),
             recovery: None,
             now,
+            wait_max_ms: 0,
         };
         let mut flow = RunFlow::new(spec, new_seed()?);
         let ran: Mutex<Option<EffectResult>> = Mutex::new(None);

@@ -91,6 +91,18 @@ pub trait AsyncStore: Send + Sync + 'static {
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>>;
     /// Deletes `done` records expired at `now`: how many.
     fn purge(&self, now: i64) -> StoreFuture<'_, u64>;
+    /// Returns when the store says the record of `key` changed (completed,
+    /// released, taken over), or after `ms` milliseconds, whichever comes
+    /// first: a retry waiting for the first attempt (the core's
+    /// `Op::Watch`). By default it sleeps `ms` (polling; the core's
+    /// intervals carry the back-off and jitter); a store with notifications
+    /// returns early on them.
+    fn watch(&self, key: String, ms: u32) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let _ = key;
+        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(
+            u64::from(ms),
+        )))
+    }
 }
 
 /// What the claim's insert did ([`AsyncStore::claim_insert`]).
@@ -229,7 +241,23 @@ async fn perform(
             tokio::time::sleep(std::time::Duration::from_millis(u64::from(ms))).await;
             OpResult::Waited
         }
+        Op::Watch(w) => {
+            let started = std::time::Instant::now();
+            store.watch(w.key, w.ms).await;
+            let elapsed = started.elapsed().as_millis();
+            OpResult::Watched {
+                elapsed_ms: u32::try_from(elapsed).unwrap_or(u32::MAX),
+                now: unix_now(),
+            }
+        }
     })
+}
+
+/// The time now, in seconds since the Unix epoch.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Drives a serve flow ([`intentkey::http::ServeFlow`]) from `step` over an

@@ -19,6 +19,7 @@
 //! let one = Layout::single("pay")?;
 //! assert_eq!(one.record_key("k1"), "pay:rec:k1");
 //! assert_eq!(one.list(Some(Status::Done), 10).len(), 1);
+//! assert_eq!(one.channel("k1"), "pay:chg");
 //!
 //! let cluster = Layout::cluster("pay")?;
 //! let keys = cluster.keys("k1");
@@ -173,6 +174,19 @@ impl Layout {
         self.shard(key).record_key(key)
     }
 
+    /// The sharded pub/sub channel on which the writes of `key`'s record
+    /// (completion, release, recovery) publish its key: a waiter
+    /// `SSUBSCRIBE`s to it (on a cluster it lives in the record's slot).
+    pub fn channel(&self, key: &str) -> String {
+        self.shard(key).channel()
+    }
+
+    /// Every bucket's change channel ([`Layout::channel`]), in bucket order:
+    /// a process that wakes waiters subscribes to them all once.
+    pub fn channels(&self) -> Vec<String> {
+        self.shards().iter().map(Shard::channel).collect()
+    }
+
     /// The KEYS of the write scripts for `key`: the record, the three status
     /// indexes (in [`Status::ALL`] order) and the expiry index of its bucket.
     pub fn keys(&self, key: &str) -> [String; 5] {
@@ -291,6 +305,12 @@ impl Shard {
     /// The expiry index of this bucket's `done` records.
     pub fn expiry_key(&self) -> String {
         format!("{}:exp", self.base)
+    }
+
+    /// This bucket's change channel: the completion, release and recovery
+    /// scripts `SPUBLISH` the key of each record they change to it.
+    pub fn channel(&self) -> String {
+        format!("{}:chg", self.base)
     }
 }
 
