@@ -174,6 +174,21 @@ impl IdempotencyLayer {
         self.edit(|c| c.endpoint = endpoint)
     }
 
+    /// A retry that finds its key in flight (with the same payload) waits up
+    /// to `max` for the first attempt's answer and gets its replay, instead
+    /// of 409 at once. The core decides the wait (`intentkey::claim::wait`);
+    /// the store wakes the waiter (`AsyncStore::watch`: PostgreSQL
+    /// `LISTEN/NOTIFY`, the process's own writes for the memory and SQLite
+    /// stores, polling otherwise). A client that hangs up stops its wait.
+    ///
+    /// # Errors
+    /// `invalid-argument` (field `wait-max-ms`) for more than 60 s.
+    pub fn wait(self, max: std::time::Duration) -> Result<Self, intentkey::Error> {
+        let ms = u32::try_from(max.as_millis()).unwrap_or(u32::MAX);
+        let endpoint = self.config.endpoint.clone().with_wait(ms)?;
+        Ok(self.edit(|c| c.endpoint = endpoint))
+    }
+
     /// Which tenant a request belongs to (tenants never share a key space).
     /// It must answer a non-empty id; an empty one is the server's mistake
     /// (500, reported).

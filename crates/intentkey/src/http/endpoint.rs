@@ -171,6 +171,18 @@ impl Endpoint {
         Ok(self)
     }
 
+    /// The same endpoint with retries that find their key in flight waiting
+    /// up to `max_ms` milliseconds for the first attempt's answer
+    /// ([`Options::wait_max_ms`]; 0: no wait).
+    ///
+    /// # Errors
+    /// `invalid-argument` (field `wait-max-ms`) past
+    /// [`crate::claim::WAIT_MAX_MS_LIMIT`].
+    pub fn with_wait(mut self, max_ms: u32) -> Result<Self> {
+        self.options.wait_max_ms = crate::claim::check_wait_max_ms("wait-max-ms", max_ms)?;
+        Ok(self)
+    }
+
     /// The options.
     pub fn options(&self) -> &Options {
         &self.options

@@ -38,6 +38,7 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod pg;
 mod recovery;
+pub mod watch;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -53,7 +54,7 @@ pub use self::guard::AsyncGuard;
 #[cfg(feature = "mysql")]
 pub use self::mysql::AsyncMysqlStore;
 #[cfg(feature = "postgres")]
-pub use self::pg::PgStore;
+pub use self::pg::{PgStore, LISTENER_APPLICATION_NAME};
 pub use self::recovery::{Recoverer, RecoveryReport, Reexecute};
 
 /// What a store operation returns: a boxed future, so a store can sit
@@ -135,6 +136,15 @@ pub fn memory() -> Inline<MemoryStore> {
     Inline(MemoryStore::default())
 }
 
+/// A fenced write's answer, waking the waiters of `key` when it changed the
+/// record.
+fn woke(key: &str, written: Result<bool, StoreError>) -> Result<bool, StoreError> {
+    if matches!(written, Ok(true)) {
+        watch::changed(key);
+    }
+    written
+}
+
 impl<S: Store + 'static> AsyncStore for Inline<S> {
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
         Box::pin(std::future::ready(self.0.insert(&record)))
@@ -143,13 +153,19 @@ impl<S: Store + 'static> AsyncStore for Inline<S> {
         Box::pin(std::future::ready(self.0.get(&key)))
     }
     fn complete(&self, completion: Completion) -> StoreFuture<'_, bool> {
-        Box::pin(std::future::ready(self.0.complete(&completion)))
+        let written = self.0.complete(&completion);
+        Box::pin(std::future::ready(woke(&completion.key, written)))
     }
     fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool> {
-        Box::pin(std::future::ready(self.0.replace(&replacement)))
+        let written = self.0.replace(&replacement);
+        Box::pin(std::future::ready(woke(&replacement.record.key, written)))
     }
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
-        Box::pin(std::future::ready(self.0.release(&release)))
+        let written = self.0.release(&release);
+        Box::pin(std::future::ready(woke(&release.key, written)))
+    }
+    fn watch(&self, key: String, ms: u32) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(watch::until_changed(key, ms))
     }
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
         Box::pin(std::future::ready(self.0.list(status, limit as usize)))
@@ -190,13 +206,18 @@ impl<S: Store + 'static> AsyncStore for Blocking<S> {
         self.run(move |s| s.get(&key))
     }
     fn complete(&self, completion: Completion) -> StoreFuture<'_, bool> {
-        self.run(move |s| s.complete(&completion))
+        self.run(move |s| woke(&completion.key, s.complete(&completion)))
     }
     fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool> {
-        self.run(move |s| s.replace(&replacement))
+        self.run(move |s| woke(&replacement.record.key, s.replace(&replacement)))
     }
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
-        self.run(move |s| s.release(&release))
+        self.run(move |s| woke(&release.key, s.release(&release)))
+    }
+    /// Woken by this process's writes; other processes' writes are seen at
+    /// the end of each of the core's intervals (polling).
+    fn watch(&self, key: String, ms: u32) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(watch::until_changed(key, ms))
     }
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
         self.run(move |s| s.list(status, limit as usize))

@@ -5,6 +5,8 @@
 //! Node and Rust services can share a database.
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::pg_sql::{bind, error, read_claim, read_row, refs, text};
@@ -33,7 +35,28 @@ const WAIT: Duration = Duration::from_secs(5);
 pub struct PgStore {
     pool: Pool,
     fast: Pool,
+    config: Config,
+    /// Whether fenced writes that changed a record send the core's `notify`
+    /// statement (on with [`PgStore::notify`], and once this process waits).
+    notify: Arc<AtomicBool>,
+    /// The one listening connection of this store, started by the first wait.
+    listener: Arc<Listener>,
 }
+
+/// The listening task, stopped when the last clone of the store goes.
+#[derive(Default)]
+struct Listener(OnceLock<::tokio::task::JoinHandle<()>>);
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.get() {
+            task.abort();
+        }
+    }
+}
+
+/// The `application_name` of the listening connection.
+pub const LISTENER_APPLICATION_NAME: &str = "intentkey-listener";
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,9 +110,47 @@ impl PgStore {
         fast.options(&options);
         let size = connections.max(1);
         Ok(PgStore {
-            pool: pool(config, size)?,
+            pool: pool(config.clone(), size)?,
             fast: pool(fast, size)?,
+            config,
+            notify: Arc::new(AtomicBool::new(false)),
+            listener: Arc::new(Listener::default()),
         })
+    }
+
+    /// Whether this store's writes that change a record (completion,
+    /// release, recovery write) notify waiting processes: one more
+    /// statement (`pg_notify`) after each of them. Off by default; it turns
+    /// on by itself in a process that waits (the first wait starts the
+    /// listener). Turn it on in processes that only write, so that waiters
+    /// elsewhere wake at once instead of at their next re-check.
+    #[must_use]
+    pub fn notify(self, on: bool) -> Self {
+        self.notify.store(on, Ordering::Relaxed);
+        self
+    }
+
+    /// After a fenced write: wakes this process's waiters of `key`, and
+    /// other processes' when notifying is on. A failed notification is not
+    /// the write's failure: the waiters re-check on their own.
+    async fn changed(&self, key: &str, written: bool) {
+        if !written {
+            return;
+        }
+        super::watch::changed(key);
+        if self.notify.load(Ordering::Relaxed) {
+            let _ =
+                Self::execute(&self.pool, Kind::Notify, vec![Value::Text(key.to_owned())]).await;
+        }
+    }
+
+    /// Starts the listening connection once.
+    fn listen(&self) {
+        self.notify.store(true, Ordering::Relaxed);
+        let config = self.config.clone();
+        self.listener
+            .0
+            .get_or_init(|| ::tokio::spawn(listen(config)));
     }
 
     /// The pool, for the service's own statements.
@@ -181,6 +242,7 @@ impl AsyncStore for PgStore {
             };
             let params = sql::complete_params(&completion);
             let n = Self::execute(pool, Kind::Complete, params).await?;
+            self.changed(&completion.key, n == 1).await;
             Ok(n == 1)
         })
     }
@@ -189,6 +251,7 @@ impl AsyncStore for PgStore {
         Box::pin(async move {
             let params = sql::replace_params(&replacement);
             let n = Self::execute(&self.pool, Kind::Replace, params).await?;
+            self.changed(&replacement.record.key, n == 1).await;
             Ok(n == 1)
         })
     }
@@ -197,6 +260,7 @@ impl AsyncStore for PgStore {
         Box::pin(async move {
             let params = sql::release_params(&release);
             let n = Self::execute(&self.pool, Kind::Release, params).await?;
+            self.changed(&release.key, n == 1).await;
             Ok(n == 1)
         })
     }
@@ -213,5 +277,50 @@ impl AsyncStore for PgStore {
         Box::pin(
             async move { Self::execute(&self.pool, Kind::Purge, sql::purge_params(now)).await },
         )
+    }
+
+    /// Woken by `LISTEN/NOTIFY` on one connection per store, started by the
+    /// first wait; notifications lost while that connection is down are
+    /// covered by the core's periodic re-check.
+    fn watch(
+        &self,
+        key: String,
+        ms: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        self.listen();
+        Box::pin(super::watch::until_changed(key, ms))
+    }
+}
+
+/// The listening connection: `LISTEN` on the core's channel, each
+/// notification's payload (a record key) handed to the process's waiters;
+/// reconnected with back-off (100 ms doubling to 5 s) whenever it drops.
+async fn listen(mut config: Config) {
+    config.application_name(LISTENER_APPLICATION_NAME);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if let Ok((client, mut connection)) = config.connect(NoTls).await {
+            let (tx, mut rx) = ::tokio::sync::mpsc::unbounded_channel::<String>();
+            let pump = ::tokio::spawn(async move {
+                while let Some(Ok(message)) =
+                    std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                {
+                    if let tokio_postgres::AsyncMessage::Notification(n) = message {
+                        let _ = tx.send(n.payload().to_owned());
+                    }
+                }
+            });
+            if let Ok(listen) = text(Kind::Listen) {
+                if client.batch_execute(listen).await.is_ok() {
+                    backoff = Duration::from_millis(100);
+                    while let Some(key) = rx.recv().await {
+                        super::watch::changed(&key);
+                    }
+                }
+            }
+            pump.abort();
+        }
+        ::tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
