@@ -17,7 +17,9 @@
 //! `?options=-csearch_path%3D<schema>` for a schema of its own) picks the
 //! database, `PORT` (default 3001; 0 for a free one) the port, `SOAK_WORKER`
 //! (default `w`) the name written beside each effect, `SOAK_CONNECTIONS`
-//! (default 16) the pool size, and `INTENTKEY_SECRET` (64 hex digits) the
+//! (default 16) the pool size, `SOAK_WAIT_MS` (default 0: off) how long a
+//! retry that finds its key in flight waits for the first attempt
+//! (`IdempotencyLayer::wait`), and `INTENTKEY_SECRET` (64 hex digits) the
 //! secret (default: a fixed demo secret, never for real keys). Every worker
 //! of one service needs the same secret. `GET /stats` answers the worker's
 //! counters as JSON.
@@ -343,8 +345,13 @@ pub async fn app(
     let printed = Arc::new(AtomicU64::new(0));
     let layer = {
         let (stats, name) = (Arc::clone(&stats), name.to_owned());
-        IdempotencyLayer::with_shared_store(secret, Options::new(Profile::Ietf), store).on_error(
-            move |phase, message| {
+        let wait_ms: u64 = std::env::var("SOAK_WAIT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        IdempotencyLayer::with_shared_store(secret, Options::new(Profile::Ietf), store)
+            .wait(Duration::from_millis(wait_ms))?
+            .on_error(move |phase, message| {
                 let slot = match phase {
                     Phase::Claim => 0,
                     Phase::Handler => 1,
@@ -356,8 +363,7 @@ pub async fn app(
                 if printed.fetch_add(1, Ordering::Relaxed) < 5 {
                     eprintln!("soak-worker {name}: intentkey {phase:?}: {message}");
                 }
-            },
-        )
+            })
     };
     let worker = Worker {
         pool,

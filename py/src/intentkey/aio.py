@@ -33,7 +33,9 @@ except ImportError:  # pragma: no cover
 from wasmtime.component import Variant
 
 from . import _binding as b
+from ._watch import Changes, watch_async
 from .claims import (
+    GUARD_OPTIONS,
     GuardBase,
     MemoryStore,
     RunResult,
@@ -79,10 +81,13 @@ class AsyncStore(Protocol):
 
 
 class AsyncMemoryStore:
-    """:class:`intentkey.MemoryStore` behind coroutines (tests and examples)."""
+    """:class:`intentkey.MemoryStore` behind coroutines (tests and examples).
+    Its writes wake the retries waiting for them (``wait_max_ms``), on any
+    event loop or thread of this process."""
 
     def __init__(self) -> None:
         self.inner = MemoryStore()
+        self._changes: Changes = self.inner._changes
 
     async def insert(self, record: StoredRecord) -> bool:
         return self.inner.insert(record)
@@ -104,6 +109,10 @@ class AsyncMemoryStore:
 
     async def purge(self, now: int) -> int:
         return self.inner.purge(now)
+
+    async def watch(self, key: str, ms: int) -> None:
+        """Returns when record `key` is written here, or after `ms` milliseconds."""
+        await self._changes.wait_async(key, ms / 1000)
 
 
 AsyncLookup = Callable[[str], Union[Lookup, Awaitable[Lookup]]]
@@ -176,20 +185,28 @@ class Flow:
 
 
 async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
-                host: Optional[Callable[[Any], Awaitable[Variant]]] = None, *, hand_failures: bool = False) -> Any:
-    """Drives `flow` to its output: store operations on `store`, anything
-    else (the effect, a pause, the handler) through ``host(op)``. A store
+                host: Optional[Callable[[Any], Awaitable[Variant]]] = None, *, hand_failures: bool = False,
+                clock: Callable[[], int] = lambda: int(time.time())) -> Any:
+    """Drives `flow` to its output: store operations on `store`, a watch
+    (waiting for another attempt, woken by the store when it can tell,
+    else ``asyncio.sleep``; ``clock()``: the time it ends at), anything else
+    (the effect, a pause, the handler) through ``host(op)``. A store
     failure is handed to the flow when `hand_failures` (a serve flow), else
     raised as ``store-unavailable`` or ``store-failed``."""
     try:
+        since = time.monotonic()
         step = flow.step(None)
         while step.tag == "io":
             op = step.payload
-            if op.tag in ("effect", "wait"):
+            if op.tag == "watch":
+                elapsed = await watch_async(store, str(op.payload.key), int(op.payload.ms), since)
+                done = Variant("watched", b.record(elapsed_ms=elapsed, now=clock()))
+            elif op.tag in ("effect", "wait"):
                 if host is None:
                     raise IntentkeyTrap(f"the flow asked the host for {op.tag!r}, which it never does here")
                 done = await host(op)
             else:
+                since = time.monotonic()  # what a watch after this operation may have missed
                 done, failure = await perform(store, op, lookup)
                 if failure is not None and not hand_failures:
                     # Only a serve flow decides what a failed operation means
@@ -205,14 +222,18 @@ async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
 
 
 class AsyncGuard(GuardBase):
-    """:class:`intentkey.Guard` over an asynchronous store."""
+    """:class:`intentkey.Guard` over an asynchronous store (``wait_max_ms``
+    as there: the wait is ``asyncio.sleep``, or a wake-up from a store that
+    notifies)."""
 
     def __init__(self, store: AsyncStore, *, ttl_seconds: Optional[int] = None,
                  release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
-                 fast_completion: bool = False, clock: Callable[[], float] = time.time, **unknown: Any):
-        b.no_unknown("intentkey.aio.AsyncGuard", unknown, ('ttl_seconds', 'release_statuses', 'stale_after_seconds', 'fast_completion', 'clock'))
+                 fast_completion: bool = False, clock: Callable[[], float] = time.time, wait_max_ms: int = 0,
+                 **unknown: Any):
+        b.no_unknown("intentkey.aio.AsyncGuard", unknown, GUARD_OPTIONS)
         super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
-                         stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock)
+                         stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock,
+                         wait_max_ms=wait_max_ms)
         self.store = store
 
     def _flow(self, name: str, *args: Any) -> Flow:
@@ -258,14 +279,12 @@ class AsyncGuard(GuardBase):
         return int(_output(await drive(flow, self.store), "purged"))
 
     async def run(self, attempt: Attempt, effect: Callable[[str], Any], *, lookup: Optional[AsyncLookup] = None,
-                  read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect") -> RunResult:
+                  read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect",
+                  wait_max_ms: Optional[int] = None) -> RunResult:
         """As :meth:`intentkey.Guard.run`; `effect` and `lookup` may be coroutine functions."""
-        if kind not in ("effect", "step", "tool-call"):
-            raise IntentkeyError("invalid-argument", "kind", f"kind is effect, step or tool-call, not {kind!r}")
         recovery = None if lookup is None else self.recovery_rules(read_your_writes)
         started = self.now(now)
-        spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
-                        now=started)
+        spec = self.run_spec(attempt, kind, recovery, started, wait_max_ms)
         flow = self._flow("run", spec, os.urandom(b.SEED_BYTES))
         state: Dict[str, Any] = {"value": None, "error": None, "result": None}
 
@@ -282,14 +301,23 @@ class AsyncGuard(GuardBase):
             ended = started if now is not None else int(self._clock())  # one clock for claim and finish
             return Variant("effected", b.record(result=b.effect_to_wit(result), now=ended))
 
-        out = await drive(flow, self.store, lookup, host)
+        out = await drive(flow, self.store, lookup, host, clock=self._ended(started, now))
         return run_result(out, state["result"], state["value"], state["error"])
+
+    def _ended(self, started: int, now: Optional[int]) -> Callable[[], int]:
+        """The clock of a flow's later steps: a flow given its time keeps it."""
+        if now is not None:
+            return lambda: started
+        clock = self._clock
+        return lambda: int(clock())
 
     async def serve(self, endpoint: Endpoint, request: Request,
                     handler: Callable[[str], Union[Reply, Raised, Awaitable[Union[Reply, Raised]]]], *,
                     now: Optional[int] = None) -> Served:
         """:meth:`intentkey.http.Endpoint.serve` over this guard's store:
-        the handler may be a coroutine function; pauses are ``asyncio.sleep``."""
+        the handler may be a coroutine function; pauses are ``asyncio.sleep``,
+        and a retry waiting for the first attempt (the endpoint's
+        ``wait_max_ms``) is woken by the store when it can tell."""
         started = self.now(now)
         rt = self._rt
         flow = Flow(rt, lambda: rt.call(b.FLOWS, "[static]flow.serve", endpoint._guest.handle(), request._wit(),
@@ -312,7 +340,7 @@ class AsyncGuard(GuardBase):
             ended = started if now is not None else int(self._clock())
             return Variant("handled", b.record(handled=handled, now=ended))
 
-        out = await drive(flow, self.store, None, host, hand_failures=True)
+        out = await drive(flow, self.store, None, host, hand_failures=True, clock=self._ended(started, now))
         return served_from_wit(_output(out, "served"), state["ran"], state["reply"], state["error"])
 
 

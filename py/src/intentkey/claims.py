@@ -34,6 +34,7 @@ from wasmtime.component import Variant
 
 from . import _binding as b
 from . import _packed
+from ._watch import Changes, check_wait_max_ms, notify, watch_sync
 from .errors import IntentkeyError, IntentkeyTrap
 from .keys import Keyer, _intent as intent_wit, _payload as payload_json
 from .types import (
@@ -110,6 +111,10 @@ class MemoryStore:
     The records live in the package's runtime instance: if that instance is
     ever discarded (a trap, a bug), they are gone, and every later use of the
     store raises :class:`intentkey.IntentkeyTrap` rather than starting empty.
+
+    A retry waiting for the first attempt (``wait_max_ms``) is woken by the
+    store's own writes (a completion, a release, a recovery's write): the
+    store's waiters are in this process, threads or coroutines.
     """
 
     def __init__(self, *, _runtime: Optional[b.Runtime] = None) -> None:
@@ -117,6 +122,7 @@ class MemoryStore:
         # kept there in failure-injecting stores, which the guard calls
         # through the `store` import).
         self._rt = b.runtime() if _runtime is None else _runtime
+        self._changes = Changes()
         with self._rt.lock:
             self._handle = self._rt.call(b.MEMORY, "[constructor]memory-store")
             self._generation = self._rt.generation
@@ -157,13 +163,22 @@ class MemoryStore:
         return None if found is None else b.stored_from_wit(found)
 
     def complete(self, completion: Completion) -> bool:
-        return bool(self.method("complete", b.completion_to_wit(completion)))
+        return self._wrote(completion.key, bool(self.method("complete", b.completion_to_wit(completion))))
 
     def replace(self, replacement: Replacement) -> bool:
-        return bool(self.method("replace", b.replacement_to_wit(replacement)))
+        return self._wrote(replacement.record.key, bool(self.method("replace", b.replacement_to_wit(replacement))))
 
     def release(self, request: ReleaseRequest) -> bool:
-        return bool(self.method("release", b.release_to_wit(request)))
+        return self._wrote(request.key, bool(self.method("release", b.release_to_wit(request))))
+
+    def _wrote(self, key: str, written: bool) -> bool:
+        if written:
+            self._changes.notify(key)
+        return written
+
+    def watch(self, key: str, ms: int) -> None:
+        """Returns when record `key` is written here, or after `ms` milliseconds."""
+        self._changes.wait(key, ms / 1000)
 
     def list(self, status: Status, limit: int) -> List[StoredRecord]:
         return [b.stored_from_wit(w) for w in self.method("list", b.status_to_wit(status), b.uint("limit", limit, 32))]
@@ -287,7 +302,8 @@ class GuardBase:
 
     def __init__(self, *, ttl_seconds: Optional[int] = None, release_statuses: Optional[Sequence[int]] = None,
                  stale_after_seconds: Optional[int] = None, fast_completion: bool = False,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, wait_max_ms: int = 0):
+        self.wait_max_ms = check_wait_max_ms(wait_max_ms)
         defaults = default_rules()
         self.rules = Rules(
             defaults.ttl_seconds if ttl_seconds is None else b.s64("ttl_seconds", ttl_seconds),
@@ -310,17 +326,38 @@ class GuardBase:
         return b.record(stale_after=self.stale_after_seconds, read_your_writes=bool(read_your_writes),
                         ttl_seconds=self.rules.ttl_seconds)
 
+    def run_spec(self, attempt: Attempt, kind: str, recovery: Any, started: int, wait_max_ms: Optional[int]) -> Any:
+        """The WIT ``run-spec`` of one run (`wait_max_ms`: this run's, else the guard's)."""
+        if kind not in ("effect", "step", "tool-call"):
+            raise IntentkeyError("invalid-argument", "kind", f"kind is effect, step or tool-call, not {kind!r}")
+        wait = self.wait_max_ms if wait_max_ms is None else check_wait_max_ms(wait_max_ms)
+        return b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
+                        now=started, wait_max_ms=wait)
+
+
+#: The options of :class:`Guard` and :class:`intentkey.aio.AsyncGuard`, by name.
+GUARD_OPTIONS = ("ttl_seconds", "release_statuses", "stale_after_seconds", "fast_completion", "clock", "wait_max_ms")
+
 
 class Guard(GuardBase):
     """Runs effects at most once per key over a synchronous `store`, through
-    the core's flows. Times are whole seconds; ``now=None`` reads ``clock()``."""
+    the core's flows. Times are whole seconds; ``now=None`` reads ``clock()``.
+
+    ``wait_max_ms`` (0 to 60000; default 0, off): how long a :meth:`run`
+    that finds its key in flight (and not yet due a recovery) waits for the
+    first attempt's answer before it answers ``in-flight``; the core decides
+    the intervals and claims again after each. The wait sleeps in the
+    calling thread, woken early by the writes of a store that notifies (see
+    the README, "Waiting for the first attempt")."""
 
     def __init__(self, store: Store, *, ttl_seconds: Optional[int] = None,
                  release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
-                 fast_completion: bool = False, clock: Callable[[], float] = time.time, **unknown: Any):
-        b.no_unknown("intentkey.Guard", unknown, ('ttl_seconds', 'release_statuses', 'stale_after_seconds', 'fast_completion', 'clock'))
+                 fast_completion: bool = False, clock: Callable[[], float] = time.time, wait_max_ms: int = 0,
+                 **unknown: Any):
+        b.no_unknown("intentkey.Guard", unknown, GUARD_OPTIONS)
         super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
-                         stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock)
+                         stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock,
+                         wait_max_ms=wait_max_ms)
         if inspect.iscoroutinefunction(getattr(store, "insert", None)):
             raise IntentkeyError("invalid-argument", "store",
                                  "this store is asynchronous: use intentkey.aio.AsyncGuard")
@@ -393,6 +430,7 @@ class Guard(GuardBase):
             assert mem is not None
             with self._rt.lock:
                 finished = self._rt.call(b.MEMORY, _packed.FINISH, mem.handle(), request, header_len)
+            notify(mem, key)  # written inside the instance: its waiters are told here
             return Finished(b.unwrap(finished))
         answer = self._call("finish", key, owner_token, b.effect_to_wit(result), at, self._wit_rules)
         return Finished(b.unwrap(answer))
@@ -406,6 +444,9 @@ class Guard(GuardBase):
         answer = b.unwrap_record(self._call("recover", b.text("key", key), self.now(now),
                                             self.recovery_rules(read_your_writes), lookup=_safe_lookup(lookup),
                                             seeded=True))
+        mem = in_guest(self.store, self._rt)
+        if mem is not None:
+            notify(mem, key)  # a recovery's write inside the instance
         return recovery_from_wit(answer.outcome, b.get(answer, "owner_token"))
 
     def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
@@ -418,19 +459,18 @@ class Guard(GuardBase):
         return int(purged if in_guest(self.store, self._rt) is not None else b.unwrap(purged))
 
     def run(self, attempt: Attempt, effect: Callable[[str], Any], *, lookup: Optional[Callable[[str], Lookup]] = None,
-            read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect") -> RunResult:
+            read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect",
+            wait_max_ms: Optional[int] = None) -> RunResult:
         """Claims the key; the owner runs ``effect(key)`` (a :class:`Response`
         or an :class:`EffectResult`; an exception is a failure, re-raised after
         the record is left in flight); every other attempt gets the stored
         answer, 409 or 422. With ``lookup``, a record left in flight is
         recovered once stale. ``kind``: ``effect``, ``step`` or ``tool-call``
-        (the journal's runs, :mod:`intentkey.journal`)."""
-        if kind not in ("effect", "step", "tool-call"):
-            raise IntentkeyError("invalid-argument", "kind", f"kind is effect, step or tool-call, not {kind!r}")
+        (the journal's runs, :mod:`intentkey.journal`). ``wait_max_ms``: this
+        run's wait for an attempt in flight (default: the guard's)."""
         recovery = None if lookup is None else self.recovery_rules(read_your_writes)
         started = self.now(now)
-        spec = b.record(attempt=b.attempt_to_wit(attempt), kind=kind, rules=self._wit_rules, recovery=recovery,
-                        now=started)
+        spec = self.run_spec(attempt, kind, recovery, started, wait_max_ms)
         # A run given its time ends at that time too: one clock for the claim and the finish.
         ended: Callable[[], float] = self._clock if now is None else (lambda: started)
         return drive_run(self._rt, self.store, spec, effect, None if lookup is None else _safe_lookup(lookup), ended)
@@ -489,20 +529,29 @@ def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any]
     error: Optional[BaseException] = None
     result: Optional[EffectResult] = None
     done: Optional[Variant] = None
+    owned: Optional[str] = None  # the key this run owns, once its effect ran
     try:
         while True:
+            since = time.monotonic()
             with rt.lock:
                 if not rt.live(generation):
                     raise IntentkeyTrap("the instance running this flow was discarded (a trap in another call)")
                 step = b.unwrap_variant(advance(rt, store, lookup, flow, done))
+            if owned is not None and in_guest(store, rt) is not None:
+                notify(store, owned)  # finished inside the instance: its waiters are told here
             if step.tag == "done":
                 return run_result(step.payload, result, value, error)
             op: Any = step.payload
             if op.tag == "ask" and lookup is not None:  # the destination's look-up of a recovery
                 done = Variant("answered", b.lookup_to_wit(lookup(op.payload)))
                 continue
+            if op.tag == "watch":  # another attempt holds the key: wait for it, as long as the core says
+                elapsed = watch_sync(store, str(op.payload.key), int(op.payload.ms), since)
+                done = Variant("watched", b.record(elapsed_ms=elapsed, now=int(clock())))
+                continue
             if op.tag != "effect":
                 raise IntentkeyTrap(f"the run flow asked the host for {op.tag!r}, which it performs itself")
+            owned = str(op.payload)
             try:
                 value = effect(op.payload)
                 result = effect_result(value)
