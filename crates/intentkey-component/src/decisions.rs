@@ -59,6 +59,10 @@ impl claims::Guest for Component {
         core::FINISH_RETRY_DELAYS_MS.to_vec()
     }
 
+    fn store_deadline_ms() -> u32 {
+        core::STORE_DEADLINE_MS
+    }
+
     fn owner_token(random_bytes: Vec<u8>) -> Result<String, t::Error> {
         core::owner_token_from_slice(&random_bytes).map_err(t::Error::from)
     }

@@ -21,6 +21,7 @@ pub(crate) enum AnyFlow {
     Purge(core::PurgeFlow),
     Run(Box<core::RunFlow>),
     Serve(Box<intentkey::http::ServeFlow>),
+    Release(core::ReleaseFlow),
 }
 
 fn step<T>(step: core::Step<T>, out: impl FnOnce(T) -> Output) -> Step {
@@ -40,6 +41,7 @@ impl AnyFlow {
             AnyFlow::Purge(f) => step(f.start(), Output::Purged),
             AnyFlow::Run(f) => step(f.start(), |o| Output::Ran(t::RunOutcome::from(o))),
             AnyFlow::Serve(f) => step(f.start(), |o| Output::Served(wit_http::Served::from(o))),
+            AnyFlow::Release(f) => step(f.start(), |o| Output::Finished(t::Finished::from(o))),
         }
     }
 
@@ -47,7 +49,7 @@ impl AnyFlow {
     /// rather than failing with it.
     #[cfg(feature = "guard")]
     pub(crate) fn takes_failures(&self) -> bool {
-        matches!(self, AnyFlow::Serve(_))
+        matches!(self, AnyFlow::Serve(_) | AnyFlow::Release(_))
     }
 
     /// Resumes with a WIT result: a handler's outcome goes to a serve flow,
@@ -90,6 +92,9 @@ impl AnyFlow {
             }),
             AnyFlow::Serve(f) => step(f.resume(result).map_err(err)?, |o| {
                 Output::Served(wit_http::Served::from(o))
+            }),
+            AnyFlow::Release(f) => step(f.resume(result).map_err(err)?, |o| {
+                Output::Finished(t::Finished::from(o))
             }),
         })
     }
@@ -257,6 +262,12 @@ impl GuestFlow for FlowResource {
 
     fn purge(now: i64) -> wit::Flow {
         Self::handle(AnyFlow::Purge(core::PurgeFlow::new(now)))
+    }
+
+    fn release_claim(request: t::ReleaseRequest) -> wit::Flow {
+        Self::handle(AnyFlow::Release(core::ReleaseFlow::new(
+            core::Release::from(request),
+        )))
     }
 
     fn run(spec: t::RunSpec, seed: Vec<u8>) -> Result<wit::Flow, t::Error> {

@@ -423,6 +423,7 @@ macro_rules! convert_http {
                         claim_failure: s.claim_failure.map(Into::into),
                         finish_failures: s.finish_failures.into_iter().map(Into::into).collect(),
                         waited_ms: s.waited_ms,
+                        unreleased: s.unreleased.map(Into::into),
                     }
                 }
             }
@@ -437,6 +438,7 @@ macro_rules! convert_http {
                         claim_failure: s.claim_failure.map(Into::into),
                         finish_failures: s.finish_failures.into_iter().map(Into::into).collect(),
                         waited_ms: s.waited_ms,
+                        unreleased: s.unreleased.map(Into::into),
                     }
                 }
             }

@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use intentkey::claim::{
-    perform, Finished, Flow, FlowError, MemoryClaims, Op, OpResult, Rules, Status, Step,
-    StoreFailure, FINISH_RETRY_DELAYS_MS,
+    perform, Finished, Flow, FlowError, MemoryClaims, Op, OpResult, ReleaseFlow, Rules, Status,
+    Step, StoreFailure, FINISH_RETRY_DELAYS_MS,
 };
 use intentkey::http::{
     Endpoint, Handled, Incoming, Options, Profile, ServeFlow, ServePath, Served,
@@ -509,7 +509,7 @@ fn a_record_that_vanishes_on_every_look_is_503_and_runs_nothing() {
 }
 
 #[test]
-fn an_insert_whose_answer_was_lost_is_released_before_the_503() {
+fn an_insert_whose_answer_was_lost_is_503_at_once_and_handed_back_to_be_released() {
     let e = endpoint(Profile::Ietf);
     let mut store = MemoryClaims::default();
     let r = request(&["k-10"], ORDER);
@@ -523,25 +523,49 @@ fn an_insert_whose_answer_was_lost_is_released_before_the_503() {
         unavailable: true,
         message: "connection reset".into(),
     };
-    let Step::Io(release @ Op::Release(_)) = flow.resume(OpResult::Failed(lost)).unwrap() else {
-        panic!("the flow releases its own claim first")
-    };
-    let written = perform(&mut store, &release, &mut |_| unreachable!()).unwrap();
-    assert_eq!(written, OpResult::Written(true));
-    let Step::Done(served) = flow.resume(written).unwrap() else {
-        panic!("then it answers")
+    let Step::Done(served) = flow.resume(OpResult::Failed(lost)).unwrap() else {
+        panic!("the 503 goes out at once, with no store call first")
     };
     assert_eq!(
         (served.path, served.reply.unwrap().status),
         (ServePath::Unavailable, 503)
     );
+    let unreleased = served.unreleased.expect("the claim is handed back");
+    assert_eq!(unreleased.owner_token, flow.owner_token());
+    assert_eq!(store.records().len(), 1, "committed, its answer lost");
+
+    // The host's background release: the store is still down once, then answers.
+    let mut release = ReleaseFlow::new(unreleased);
+    let mut step = release.start();
+    let mut down = 1;
+    let finished = loop {
+        step = match step {
+            Step::Done(f) => break f,
+            Step::Io(Op::Wait(_)) => release.resume(OpResult::Waited).unwrap(),
+            Step::Io(op) if down > 0 => {
+                down -= 1;
+                let _ = op;
+                release
+                    .resume(OpResult::Failed(StoreFailure {
+                        unavailable: true,
+                        message: "timed out".into(),
+                    }))
+                    .unwrap()
+            }
+            Step::Io(op) => release
+                .resume(perform(&mut store, &op, &mut |_| unreachable!()).unwrap())
+                .unwrap(),
+        };
+    };
+    assert_eq!(finished, Finished::Released);
     assert!(store.records().is_empty(), "the retry is not answered 409");
     let retry = serve(&e, &mut store, &r, 2, created(), &mut Faults::default());
     assert!(retry.handler_ran);
-    // A release that fails too changes nothing in the answer.
+
+    // Another claim whose insert fails is handed back too.
     let mut faults = Faults {
         claim: 1,
-        finish: 1,
+        finish: 0,
         unavailable: true,
     };
     let other = serve(
@@ -555,6 +579,10 @@ fn an_insert_whose_answer_was_lost_is_released_before_the_503() {
     assert_eq!(
         (other.served.path, other.handler_ran),
         (ServePath::Unavailable, false)
+    );
+    assert!(
+        other.served.unreleased.is_some(),
+        "the insert failed: handed back"
     );
 }
 

@@ -81,6 +81,7 @@ struct Config {
     clock: Arc<ClockFn>,
     methods: Vec<Method>,
     on_error: Arc<ErrorFn>,
+    deadline: std::time::Duration,
 }
 
 /// The tower layer (`Router::layer(IdempotencyLayer::new(…))`).
@@ -146,6 +147,7 @@ impl IdempotencyLayer {
                 on_error: Arc::new(|phase, message| {
                     eprintln!("intentkey: {phase:?}: {message}");
                 }),
+                deadline: intentkey_store::tokio::STORE_DEADLINE,
             }),
         }
     }
@@ -187,6 +189,17 @@ impl IdempotencyLayer {
         let ms = u32::try_from(max.as_millis()).unwrap_or(u32::MAX);
         let endpoint = self.config.endpoint.clone().with_wait(ms)?;
         Ok(self.edit(|c| c.endpoint = endpoint))
+    }
+
+    /// The deadline of each store call (the core's `STORE_DEADLINE_MS`, 2 s,
+    /// by default). A claim the store has not answered by then gets the
+    /// profile's 503 with `Retry-After` at once, never a hang; if it was
+    /// the insert (it may have been committed, its answer lost), the claim
+    /// is released in a task of its own, fenced on its owner token, as soon
+    /// as the store answers again: its handler never ran. A completion past
+    /// it is tried again on the core's schedule.
+    pub fn store_deadline(self, deadline: std::time::Duration) -> Self {
+        self.edit(|c| c.deadline = deadline)
     }
 
     /// Which tenant a request belongs to (tenants never share a key space).
@@ -383,10 +396,16 @@ where
     };
     let start = flow.start();
     let mut reported = false;
-    let step = match drive_serve(&mut flow, start, &*config.store, &mut |e| {
-        reported = true;
-        (config.on_error)(Phase::Claim, &e.to_string());
-    })
+    let step = match drive_serve(
+        &mut flow,
+        start,
+        &*config.store,
+        config.deadline,
+        &mut |e| {
+            reported = true;
+            (config.on_error)(Phase::Claim, &e.to_string());
+        },
+    )
     .await
     {
         Ok(step) => step,
@@ -396,10 +415,13 @@ where
         }
     };
     let key = match step {
-        Step::Done(served) => {
+        Step::Done(mut served) => {
             if let (Some(failure), false) = (&served.claim_failure, reported) {
                 // The flow's own (a record that vanished on every look).
                 (config.on_error)(Phase::Claim, &failure.message);
+            }
+            if let Some(release) = served.unreleased.take() {
+                release_in_background(&config, release);
             }
             return match served.reply {
                 Some(reply) => reply_response(reply),
@@ -500,6 +522,25 @@ impl Drop for Detached {
     }
 }
 
+/// Releases a claim whose handler never ran (its insert's answer was lost)
+/// in a task of its own, until the store answers (the core's
+/// `ReleaseFlow`); a release that gives up leaves the record to recovery.
+fn release_in_background(config: &Arc<Config>, release: intentkey::claim::Release) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let config = Arc::clone(config);
+    runtime.spawn(async move {
+        let finished = intentkey_store::tokio::drive_release(release, &*config.store, config.deadline).await;
+        if finished == intentkey::claim::Finished::LeftInFlight {
+            (config.on_error)(
+                Phase::Claim,
+                "a claim whose answer was lost could not be released (its handler never ran): recovery settles it",
+            );
+        }
+    });
+}
+
 /// 16 random bytes from the operating system: the seed of a serve flow's owner token.
 fn new_seed() -> Result<[u8; 16], String> {
     intentkey_store::guard::new_seed().map_err(|e: StoreError| e.to_string())
@@ -538,7 +579,7 @@ async fn finish(
             return sent.unwrap_or_else(fallback);
         }
     };
-    let end = drive_serve(flow, step, &*config.store, &mut |e| {
+    let end = drive_serve(flow, step, &*config.store, config.deadline, &mut |e| {
         (config.on_error)(Phase::Complete, &e.to_string());
     })
     .await;

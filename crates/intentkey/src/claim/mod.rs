@@ -54,6 +54,7 @@ pub mod flow;
 pub mod migrate;
 pub mod record;
 pub mod redis;
+pub mod release;
 pub mod run;
 pub mod schema;
 pub mod sql;
@@ -72,7 +73,10 @@ pub use flow::{
 pub use record::{
     done_expiry, owner_token, owner_token_from_slice, Attempt, PriorKey, Record, Response, Status,
     DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, FINISH_RETRY_DELAYS_MS,
-    LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES,
+    LOOKUP_BACKOFF_SECONDS, OWNER_TOKEN_BYTES, STORE_DEADLINE_MS,
+};
+pub use release::{
+    ReleaseFlow, RELEASE_GIVE_UP_MS, RELEASE_RETRY_DELAYS_MS, RELEASE_RETRY_LAST_MS,
 };
 pub use run::{drive_run, RunFlow, RunKind, RunOutcome, RunSpec};
 pub use wait::{

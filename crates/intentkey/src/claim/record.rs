@@ -23,6 +23,13 @@ pub const LOOKUP_BACKOFF_SECONDS: [i64; 3] = [60, 120, 240];
 /// host retries its completions on this one schedule.
 pub const FINISH_RETRY_DELAYS_MS: [u32; 5] = [100, 200, 400, 800, 1600];
 
+/// The default deadline of one store call, in milliseconds: a call that has
+/// not answered by then is a failure that trying again may cure (the
+/// profile's 503 before the claim decided, a retried completion after the
+/// handler ran), never a hang. Hosts apply it to every store call; an
+/// option changes it.
+pub const STORE_DEADLINE_MS: u32 = 2_000;
+
 /// The number of random bytes in an owner token (printed as 32 hex).
 pub const OWNER_TOKEN_BYTES: usize = 16;
 

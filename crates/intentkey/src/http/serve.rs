@@ -174,6 +174,13 @@ pub struct Served {
     /// How long the request waited for the first attempt with its key
     /// ([`Options::wait_max_ms`]), in milliseconds; 0 when it did not wait.
     pub waited_ms: u32,
+    /// A claim whose insert failed (a dropped connection, a missed
+    /// deadline): it may have been committed with its answer lost, and its
+    /// handler never ran. The host releases it in the background with a
+    /// [`crate::claim::ReleaseFlow`] (fenced on this owner's token, tried
+    /// again until the store answers), so a retry is not answered 409 until
+    /// recovery.
+    pub unreleased: Option<Release>,
 }
 
 #[derive(Clone, Debug)]
@@ -188,11 +195,6 @@ enum Stage {
         result: EffectResult,
         ended: i64,
         path: ServePath,
-    },
-    /// Waiting for a best-effort release of a claim whose insert may have
-    /// been committed although the store reported a failure; then `reply`.
-    Undo {
-        reply: Reply,
     },
     /// Watching a record in flight ([`Op::Watch`]); then claiming again.
     Watch,
@@ -220,6 +222,7 @@ pub struct ServeFlow {
     inserting: bool,
     claim_failure: Option<StoreFailure>,
     finish_failures: Vec<StoreFailure>,
+    unreleased: Option<Release>,
     seed: [u8; OWNER_TOKEN_BYTES],
     waiter: Option<Waiter>,
     stage: Stage,
@@ -252,6 +255,7 @@ impl ServeFlow {
             inserting: false,
             claim_failure: None,
             finish_failures: Vec::new(),
+            unreleased: None,
             seed,
             waiter: None,
             stage: Stage::Start,
@@ -284,6 +288,7 @@ impl ServeFlow {
             claim_failure: self.claim_failure.take(),
             finish_failures: std::mem::take(&mut self.finish_failures),
             waited_ms: self.waiter.as_ref().map_or(0, Waiter::waited_ms),
+            unreleased: self.unreleased.take(),
         })
     }
 
@@ -399,7 +404,6 @@ impl ServeFlow {
             Stage::Finish { .. } => "written",
             Stage::Pause { .. } => "waited",
             Stage::Watch => "watched",
-            Stage::Undo { .. } => "the release's result",
             Stage::Over => "nothing (the flow is done)",
         }
     }
@@ -423,18 +427,14 @@ impl ServeFlow {
         };
         self.claim_failure = Some(failure);
         if self.inserting {
-            // The insert may have been committed and its answer lost: release
-            // it, fenced on this owner's token, so a retry is not answered 409
-            // until recovery. Best effort: whatever the release gives, the
-            // answer is the same.
-            if let Some(attempt) = &self.attempt {
-                let release = Release {
-                    key: attempt.key.clone(),
-                    owner_token: self.token.clone(),
-                };
-                self.stage = Stage::Undo { reply };
-                return Step::Io(Op::Release(release));
-            }
+            // The insert may have been committed and its answer lost; its
+            // handler never ran. The host releases it in the background,
+            // fenced on this owner's token, so a retry is not answered 409
+            // until recovery; the 503 goes out now.
+            self.unreleased = self.attempt.as_ref().map(|attempt| Release {
+                key: attempt.key.clone(),
+                owner_token: self.token.clone(),
+            });
         }
         self.end(ServePath::Unavailable, Some(reply), None)
     }
@@ -468,6 +468,7 @@ impl Flow for ServeFlow {
                 claim_failure: None,
                 finish_failures: Vec::new(),
                 waited_ms: 0,
+                unreleased: None,
             }),
         }
     }
@@ -496,7 +497,6 @@ impl Flow for ServeFlow {
                     }
                 }
             }
-            Stage::Undo { reply } => Ok(self.end(ServePath::Unavailable, Some(reply), None)),
             Stage::Watch => match result {
                 OpResult::Watched { elapsed_ms, now } => {
                     if let Some(waiter) = &mut self.waiter {

@@ -43,11 +43,12 @@ pub mod watch;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::{MemoryStore, Store, StoreError};
 use intentkey::claim::{
-    Completion, EffectResult, Flow, Lookup, Op, OpResult, Record, Release, Replacement, RunFlow,
-    RunOutcome, Status, Step,
+    Completion, EffectResult, Finished, Flow, Lookup, Op, OpResult, Record, Release, ReleaseFlow,
+    Replacement, RunFlow, RunOutcome, Status, Step,
 };
 
 pub use self::guard::AsyncGuard;
@@ -274,6 +275,75 @@ async fn perform(
     })
 }
 
+/// [`perform`] with a deadline on the store's own operations: one that has
+/// not answered within it fails as retryable (the flow decides what that
+/// means), never hangs. Pauses, watches, look-ups and effects are not
+/// bounded here.
+async fn perform_within(
+    store: &dyn AsyncStore,
+    op: Op,
+    gateway: Option<&dyn AsyncGateway>,
+    deadline: Duration,
+) -> Result<OpResult, StoreError> {
+    let bounded = matches!(
+        op,
+        Op::Insert(_)
+            | Op::Get(_)
+            | Op::Complete(_)
+            | Op::Replace(_)
+            | Op::Release(_)
+            | Op::List { .. }
+            | Op::Purge { .. }
+    );
+    if !bounded {
+        return perform(store, op, gateway).await;
+    }
+    let what = op.as_str();
+    match ::tokio::time::timeout(deadline, perform(store, op, gateway)).await {
+        Ok(result) => result,
+        Err(_) => Err(StoreError::retryable(format!(
+            "the store did not answer the {what} within {} ms (the store deadline)",
+            deadline.as_millis()
+        ))),
+    }
+}
+
+/// The default deadline of one store call: the core's
+/// [`intentkey::claim::STORE_DEADLINE_MS`].
+pub const STORE_DEADLINE: Duration =
+    Duration::from_millis(intentkey::claim::STORE_DEADLINE_MS as u64);
+
+/// Releases a claim whose handler never ran (`Served::unreleased`): the
+/// core's [`ReleaseFlow`], each store call within `deadline`, its pauses
+/// slept here. Run it in a task of its own: while the store cannot be
+/// reached it tries again for up to five minutes.
+pub async fn drive_release(
+    release: Release,
+    store: &dyn AsyncStore,
+    deadline: Duration,
+) -> Finished {
+    let mut flow = ReleaseFlow::new(release);
+    let mut step = flow.start();
+    loop {
+        step = match step {
+            Step::Done(finished) => return finished,
+            Step::Io(op) => {
+                let result = match perform_within(store, op, None, deadline).await {
+                    Ok(result) => result,
+                    Err(e) => OpResult::Failed(intentkey::claim::StoreFailure {
+                        unavailable: e.is_retryable(),
+                        message: e.to_string(),
+                    }),
+                };
+                match flow.resume(result) {
+                    Ok(step) => step,
+                    Err(_) => return Finished::LeftInFlight,
+                }
+            }
+        };
+    }
+}
+
 /// The time now, in seconds since the Unix epoch.
 fn unix_now() -> i64 {
     std::time::SystemTime::now()
@@ -284,9 +354,9 @@ fn unix_now() -> i64 {
 /// Drives a serve flow ([`intentkey::http::ServeFlow`]) from `step` over an
 /// async store until it needs the handler (it returns the step asking for
 /// [`Op::Effect`]) or is done: every store operation is awaited here, and one
-/// that fails is handed to the flow, which decides what it means (the
-/// core's 503 or 500 before the claim; tried again after the pause it asks
-/// for, slept here, while finishing). `failed` hears of each failure, and of
+/// that fails, or does not answer within `deadline`, is handed to the flow,
+/// which decides what it means (the core's 503 or 500 before the claim;
+/// tried again after the pause it asks for, slept here, while finishing). `failed` hears of each failure, and of
 /// the pause that follows it, for the host's reports.
 ///
 /// # Errors
@@ -295,12 +365,13 @@ pub async fn drive_serve(
     flow: &mut intentkey::http::ServeFlow,
     mut step: Step<intentkey::http::Served>,
     store: &dyn AsyncStore,
+    deadline: Duration,
     failed: &mut (dyn FnMut(&StoreError) + Send),
 ) -> Result<Step<intentkey::http::Served>, StoreError> {
     loop {
         step = match step {
             Step::Done(_) | Step::Io(Op::Effect(_)) => return Ok(step),
-            Step::Io(op) => match perform(store, op, None).await {
+            Step::Io(op) => match perform_within(store, op, None, deadline).await {
                 Ok(result) => flow.resume(result)?,
                 Err(e) => {
                     failed(&e);

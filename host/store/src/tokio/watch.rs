@@ -77,7 +77,7 @@ pub async fn until_changed(key: String, ms: u32) {
 mod tests {
     use super::*;
 
-    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    #[tokio::test(flavor = "current_thread")]
     async fn a_change_wakes_the_waiter_before_its_pause_ends() {
         let started = tokio::time::Instant::now();
         let waiter = tokio::spawn(until_changed("wk-1".into(), 5_000));
@@ -87,7 +87,7 @@ mod tests {
         assert!(started.elapsed() < Duration::from_millis(100));
     }
 
-    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    #[tokio::test(flavor = "current_thread")]
     async fn another_keys_change_does_not_and_the_entry_goes_with_the_waiter() {
         let started = tokio::time::Instant::now();
         let waiter = tokio::spawn(until_changed("wk-2".into(), 300));
