@@ -227,7 +227,7 @@ impl<'e> WasmServer<'e> {
         );
         let flow = self.inner.answer(created)?;
         let generation = self.inner.generation();
-        let served = self.drive(flow, handler, &mut pause);
+        let mut served = self.drive(flow, handler, &mut pause);
         if self.inner.generation() == generation
             && flow.resource_drop(&mut self.inner.store).is_err()
         {
@@ -235,7 +235,45 @@ impl<'e> WasmServer<'e> {
             // request's answer stands.
             self.inner.replace_after_trap();
         }
+        if let Ok(served) = &mut served {
+            if let Some(release) = served.unreleased.take() {
+                self.release_once(release);
+            }
+        }
         served
+    }
+
+    /// Releases a claim whose insert failed (its handler never ran) with the
+    /// core's release flow, one try: a synchronous server does not hold the
+    /// request for the flow's later tries, so a claim the store did not
+    /// take now is left to recovery.
+    fn release_once(&mut self, release: intentkey::claim::Release) {
+        let request = wit::ReleaseRequest::from(release);
+        let created = self
+            .inner
+            .exports
+            .flows
+            .flow()
+            .call_release_claim(&mut self.inner.store, &request);
+        let flow = match created {
+            Ok(flow) => flow,
+            Err(e) => {
+                let _ = self.inner.trapped(&e);
+                return;
+            }
+        };
+        let generation = self.inner.generation();
+        let advanced = self
+            .inner
+            .exports
+            .guard
+            .call_advance(&mut self.inner.store, flow, None);
+        let _ = self.inner.answer(advanced);
+        if self.inner.generation() == generation
+            && flow.resource_drop(&mut self.inner.store).is_err()
+        {
+            self.inner.replace_after_trap();
+        }
     }
 
     /// Advances `flow` over the imported store until it is done, running
