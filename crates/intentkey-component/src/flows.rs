@@ -324,6 +324,89 @@ impl GuestFlow for FlowResource {
     }
 }
 
+fn decision_out(d: intentkey::telemetry::Decision) -> wit::Decision {
+    use intentkey::telemetry::Decision as D;
+    match d {
+        D::Owned => wit::Decision::Owned,
+        D::Replayed => wit::Decision::Replayed,
+        D::InFlight => wit::Decision::InFlight,
+        D::Waited => wit::Decision::Waited,
+        D::Conflict => wit::Decision::Conflict,
+        D::Released => wit::Decision::Released,
+        D::Superseded => wit::Decision::Superseded,
+        D::RecoveredFound => wit::Decision::RecoveredFound,
+        D::RecoveredAbsent => wit::Decision::RecoveredAbsent,
+        D::RecoveredUnknown => wit::Decision::RecoveredUnknown,
+        D::Reconciled => wit::Decision::Reconciled,
+        D::Purged => wit::Decision::Purged,
+        D::Unavailable => wit::Decision::Unavailable,
+        D::Refused => wit::Decision::Refused,
+        D::Unguarded => wit::Decision::Unguarded,
+    }
+}
+
+fn decisions_out(d: intentkey::telemetry::Decisions) -> wit::Decisions {
+    wit::Decisions {
+        primary: decision_out(d.primary),
+        all: d.all.into_iter().map(decision_out).collect(),
+    }
+}
+
 impl wit::Guest for Component {
+    fn served_decisions(
+        path: wit_http::ServePath,
+        finished: Option<t::Finished>,
+        waited_ms: u32,
+    ) -> wit::Decisions {
+        let served = intentkey::http::Served {
+            path: path.into(),
+            reply: None,
+            finished: finished.map(Into::into),
+            finish_retries: 0,
+            claim_failure: None,
+            finish_failures: Vec::new(),
+            waited_ms,
+            unreleased: None,
+        };
+        decisions_out(intentkey::telemetry::served(&served))
+    }
+
+    fn ran_decisions(outcome: t::RunOutcome, waited_ms: u32) -> wit::Decisions {
+        decisions_out(intentkey::telemetry::ran(
+            &core::RunOutcome::from(outcome),
+            waited_ms,
+        ))
+    }
+
+    fn recovered_decision(recovered: t::Recovered) -> Option<wit::Decision> {
+        intentkey::telemetry::recovered(&core::Recovered::from(recovered)).map(decision_out)
+    }
+
+    fn release_decision(finished: t::Finished) -> wit::Decision {
+        decision_out(intentkey::telemetry::released(finished.into()))
+    }
+
+    fn key_digest(key: String) -> String {
+        intentkey::telemetry::key_digest(&key)
+    }
+
+    fn telemetry_names() -> wit::TelemetryLabels {
+        use intentkey::telemetry::names as n;
+        wit::TelemetryLabels {
+            span: n::SPAN.into(),
+            decision: n::DECISION.into(),
+            profile: n::PROFILE.into(),
+            store: n::STORE.into(),
+            key_digest: n::KEY_DIGEST.into(),
+            wait_ms: n::WAIT_MS.into(),
+            store_ms: n::STORE_MS.into(),
+            decisions: n::DECISIONS.into(),
+            store_duration: n::STORE_DURATION.into(),
+            wait_duration: n::WAIT_DURATION.into(),
+            records: n::RECORDS.into(),
+            status: n::STATUS.into(),
+        }
+    }
+
     type Flow = FlowResource;
 }

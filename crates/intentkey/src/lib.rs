@@ -15,6 +15,7 @@ mod payload;
 mod policy;
 pub mod request;
 mod secret;
+pub mod telemetry;
 
 pub use deriver::{Deriver, Fingerprint, Intent, FINGERPRINT_LABEL, INTENT_HMAC_LABEL};
 pub use error::{Error, ErrorCode, Result};
