@@ -368,6 +368,21 @@ export interface EndpointSettings {
   maxStoredBytes?: number | bigint;
   /** Route policies by `METHOD route` (e.g. 'POST /orders'): objects or JSON text. */
   policies?: Record<string, object | string> | Map<string, object | string>;
+  /** A retry that finds its key in flight (same payload) waits for the first attempt's answer instead of 409 at once. */
+  wait?: WaitOptions;
+}
+
+/**
+ * The bounded wait of a retry that finds its key in flight (another payload
+ * is 422 at once, never waited for). The core chooses the intervals (50 ms
+ * doubling to 1 s, with jitter) and claims again after each: the stored
+ * answer when the first attempt finished, the claim when it released, the
+ * profile's 409 with Retry-After when the budget is spent. An unknown key is
+ * an IntentkeyError `invalid-argument` naming it (`wait.maxMss`).
+ */
+export interface WaitOptions {
+  /** The longest wait, in milliseconds: 0 (the default: no wait, 409 at once) to 60000. */
+  maxMs?: number;
 }
 
 /** A request as an adapter reads it. */
@@ -431,6 +446,8 @@ export interface Endpoint {
   readonly keyRequired: boolean;
   /** The stored headers a replay restores. */
   readonly replayHeaders: readonly string[];
+  /** How long a retry that finds its key in flight waits for the first attempt, in milliseconds (0: no wait). */
+  readonly waitMaxMs: number;
   /**
    * Parses the key, checks the body, derives the storage key and the
    * fingerprint. Throws IntentkeyError only for what the server got wrong (an

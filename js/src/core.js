@@ -14,6 +14,7 @@ import { createInstance } from './instance.js';
 import { keyerFactory } from './keyer.js';
 import { linesFactory } from './lines.js';
 import { secretBytes } from './values.js';
+import { waitError, waitMaxMsIn } from './watching.js';
 
 export { IntentkeyError, IntentkeyTrapError };
 
@@ -57,7 +58,23 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
   /** A run flow's seed: 16 random bytes, from which the core derives its owner tokens. */
   const seed = () => randomBytes(16);
 
-  const internal = Object.freeze({ driving, flow, migration, rawClaims, rawSchema, defaultAnswers, ownerToken, seed, world });
+  /**
+   * The wait-max-ms of a `wait` option ({ maxMs }), checked by the core (the
+   * endpoint's rule: at most 60000, `invalid-argument` naming `wait.maxMs`).
+   */
+  function waitMaxMs(wait, who) {
+    const ms = waitMaxMsIn(wait, who);
+    if (ms > 0) {
+      try {
+        createEndpoint({ secret: randomBytes(32), wait: { maxMs: ms } }).dispose();
+      } catch (e) {
+        throw waitError(e instanceof IntentkeyError && e.field === 'wait.maxMs' ? e.cause : e, who);
+      }
+    }
+    return ms;
+  }
+
+  const internal = Object.freeze({ driving, flow, migration, rawClaims, rawSchema, defaultAnswers, ownerToken, seed, waitMaxMs, world });
 
   const createKeyer = keyerFactory({ instance, call, withSecret, withKeyring });
   const { newUuidKey, uuidKey, answerLines, unreadableLineAnswer } = linesFactory({ instance, call });

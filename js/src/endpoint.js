@@ -8,6 +8,7 @@
 import { IntentkeyError } from './errors.js';
 import { disposeResource } from './instance.js';
 import { NO_BYTES, bytesIn, decisionIn, isWellFormed, secondsIn, text } from './claims.js';
+import { waitError, waitMaxMsIn } from './watching.js';
 
 /** The profiles the core knows (the WIT `profile` enum). */
 export const PROFILES = Object.freeze(['ietf', 'stripe', 'ofb']);
@@ -59,6 +60,7 @@ export const ENDPOINT_OPTIONS = Object.freeze([
   'maxBodyBytes',
   'maxStoredBytes',
   'policies',
+  'wait',
 ]);
 
 function boolOption(value, fallback, option) {
@@ -210,6 +212,7 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
    *   maxBodyBytes?: number | bigint,
    *   maxStoredBytes?: number | bigint,
    *   policies?: Record<string, object | string> | Map<string, object | string>,
+   *   wait?: { maxMs?: number },
    * }} options
    */
   return function createEndpoint(options = {}) {
@@ -231,19 +234,26 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       keyRequired: boolOption(options.keyRequired, base.keyRequired, 'keyRequired'),
       maxBodyBytes: u64Option(options.maxBodyBytes, base.maxBodyBytes, 'maxBodyBytes'),
       maxStoredBytes: u64Option(options.maxStoredBytes, base.maxStoredBytes, 'maxStoredBytes'),
+      // How long a retry that finds its key in flight waits for the first
+      // attempt (the core's op `watch`); the core refuses more than 60 s.
+      waitMaxMs: options.wait === undefined ? base.waitMaxMs : waitMaxMsIn(options.wait, 'createEndpoint'),
     };
     const policies = policiesIn(options.policies);
     let resource;
-    if (options.keyring !== undefined) {
-      oneOf(options);
-      resource = withKeyring(inst, options.keyring, (entries, windowSeconds) =>
-        callOn(inst, (i) => i.http.Endpoint.createKeyring(entries, windowSeconds, wit, policies)),
-      );
-    } else {
-      const secret = secretBytes(options.secret);
-      resource = withSecret(inst, secret, (secretId) =>
-        callOn(inst, (i) => i.http.Endpoint.create(secretId, wit, policies)),
-      );
+    try {
+      if (options.keyring !== undefined) {
+        oneOf(options);
+        resource = withKeyring(inst, options.keyring, (entries, windowSeconds) =>
+          callOn(inst, (i) => i.http.Endpoint.createKeyring(entries, windowSeconds, wit, policies)),
+        );
+      } else {
+        const secret = secretBytes(options.secret);
+        resource = withSecret(inst, secret, (secretId) =>
+          callOn(inst, (i) => i.http.Endpoint.create(secretId, wit, policies)),
+        );
+      }
+    } catch (e) {
+      throw waitError(e, 'createEndpoint');
     }
     let live = resource;
     const use = () => {
@@ -268,6 +278,8 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       maxBodyBytes: Number(wit.maxBodyBytes > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : wit.maxBodyBytes),
       /** Whether a request without a key is refused (else it runs unguarded). */
       keyRequired: wit.keyRequired,
+      /** How long a retry that finds its key in flight waits for the first attempt, in ms (0: no wait, 409 at once). */
+      waitMaxMs: wit.waitMaxMs,
       /** The stored headers a replay restores (the defaults and the added ones). */
       replayHeaders: Object.freeze([...wit.replayHeaders]),
       /**

@@ -37,9 +37,10 @@ import {
   secondsOut,
   u32,
 } from './claims.js';
-import { TRUSTED } from './stores/trusted.js';
+import { TRUSTED, WAITING } from './stores/trusted.js';
 import { SERVE } from './endpoint.js';
 import { servingFor } from './http/serving.js';
+import { WaitAborted, performWatch } from './watching.js';
 
 /**
  * What the HTTP pipeline (http/pipeline.js) uses of a guard: the claim and the
@@ -53,6 +54,13 @@ export const PIPELINE = Symbol('intentkey.pipeline');
  * optional recovery ({ lookup, readYourWrites?, staleAfterSeconds? }). Not public API.
  */
 export const RUN = Symbol('intentkey.run');
+
+/**
+ * What the journal and the queue consumer use to check a `wait` option
+ * ({ maxMs }) the way the guard does (the core's limit): its wait-max-ms, or
+ * the typed error naming `wait.maxMs` (or the unknown key). Not public API.
+ */
+export const WAIT_OPTION = Symbol('intentkey.wait-option');
 
 /**
  * What the queue consumer does with a run found in flight: the core's
@@ -219,6 +227,9 @@ function checkedStore(store) {
     },
   };
   const wrapped = { kind: store.kind, synchronous: sync, [TRUSTED]: true, close: () => store.close?.() };
+  // A store that wakes waiters early (op `watch`); without one the host polls.
+  if (typeof store.watch === 'function') wrapped.watch = (key, ms, signal) => store.watch(key, ms, signal);
+  if (typeof store[WAITING] === 'function') wrapped[WAITING] = () => store[WAITING]();
   for (const op of OPS) {
     const check = checks[op];
     wrapped[op] = sync
@@ -253,12 +264,13 @@ export function guardFactory({ internal, claims }) {
    *   fastCompletion?: boolean,
    *   staleAfterSeconds?: number,
    *   now?: () => number,
+   *   wait?: { maxMs?: number },
    * }} options
    */
   return function createGuard(options = {}) {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(
-        'createGuard takes { store, keyer?, endpoint?, ttlSeconds?, releaseStatuses?, fastCompletion?, staleAfterSeconds?, now? }',
+        'createGuard takes { store, keyer?, endpoint?, ttlSeconds?, releaseStatuses?, fastCompletion?, staleAfterSeconds?, now?, wait? }',
       );
     }
     const { keyer } = options;
@@ -291,6 +303,13 @@ export function guardFactory({ internal, claims }) {
       options.staleAfterSeconds === undefined
         ? claims.defaultStaleAfterSeconds()
         : seconds(options.staleAfterSeconds, 'staleAfterSeconds');
+    // How long a run that finds its record in flight (not yet due a recovery)
+    // waits for the first attempt (op `watch`); 0: answered in flight at once.
+    const waitMaxMs = internal.waitMaxMs(options.wait, 'createGuard');
+    if (waitMaxMs > 0 || (endpoint?.waitMaxMs ?? 0) > 0) given[WAITING]?.();
+
+    /** Performs op `watch` on the store (woken early by a store that notifies, else a sleep). */
+    const watch = (request, signal) => performWatch(store, request, signal, now);
 
     function needKeyer(what) {
       if (keyer === undefined || keyer === null) {
@@ -396,7 +415,7 @@ export function guardFactory({ internal, claims }) {
      * operation, asks the destination (`ask`) and runs the effect when the core
      * says so. Answers the WIT run-outcome and the effect's last result.
      */
-    async function driveRun(create, effect, ask) {
+    async function driveRun(create, effect, ask, signal) {
       const flow = internal.flow(create);
       // A synchronous store is driven inside the component, through its `store`
       // import; an asynchronous one here, one awaited operation at a time.
@@ -409,6 +428,10 @@ export function guardFactory({ internal, claims }) {
           if (op.tag === 'effect') {
             ran = await runEffect(effect, op.val);
             step = next({ tag: 'effected', val: { result: ran.wit, now: BigInt(now()) } });
+          } else if (op.tag === 'watch') {
+            // A run that found its record in flight waits for the first
+            // attempt; the core claims again after each watch.
+            step = next(await watch(op.val, signal));
           } else {
             step = next(await perform(op, ask));
           }
@@ -432,16 +455,17 @@ export function guardFactory({ internal, claims }) {
       };
     }
 
-    const RUN_OPTIONS = new Set(['lookup', 'readYourWrites', 'staleAfterSeconds']);
+    const RUN_OPTIONS = new Set(['lookup', 'readYourWrites', 'staleAfterSeconds', 'wait', 'signal']);
 
     /** The WIT run-spec of an attempt; `recovery`: run options with a look-up, or undefined. */
-    function runSpec(attempt, kind, recovery) {
+    function runSpec(attempt, kind, recovery, wait) {
       return {
         attempt,
         kind,
         rules,
         recovery: recovery === undefined ? undefined : recoveryRules({ effect: () => {}, ...recovery }),
         now: BigInt(now()),
+        waitMaxMs: wait,
       };
     }
 
@@ -483,7 +507,7 @@ export function guardFactory({ internal, claims }) {
       if (typeof effect !== 'function') throw new TypeError('run(input, effect): effect must be a function (key) => response');
       if (runOptions !== undefined) {
         if (runOptions === null || typeof runOptions !== 'object') {
-          throw new TypeError('run(input, effect, options): options is { lookup, readYourWrites?, staleAfterSeconds? }');
+          throw new TypeError('run(input, effect, options): options is { lookup?, readYourWrites?, staleAfterSeconds?, wait?, signal? }');
         }
         for (const name of Object.keys(runOptions)) {
           if (!RUN_OPTIONS.has(name)) {
@@ -491,15 +515,37 @@ export function guardFactory({ internal, claims }) {
           }
         }
       }
+      const signal = runOptions?.signal;
+      if (signal !== undefined && (signal === null || typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+        throw new TypeError('run(): signal must be an AbortSignal');
+      }
+      const wait = runOptions?.wait === undefined ? undefined : internal.waitMaxMs(runOptions.wait, 'run()');
       const attempt = attemptOf(input);
-      return runAs('effect', attempt, effect, runOptions?.lookup === undefined ? undefined : runOptions);
+      let recovery;
+      if (runOptions?.lookup !== undefined) {
+        const { wait: _w, signal: _s, ...rest } = runOptions;
+        recovery = rest;
+      }
+      return runAs('effect', attempt, effect, recovery, { waitMaxMs: wait, signal });
     }
 
-    /** A run of `kind` ('effect', 'step', 'tool-call'): see run(). */
-    async function runAs(kind, attempt, effect, recovery) {
-      const spec = runSpec(attempt, kind, recovery);
+    /**
+     * A run of `kind` ('effect', 'step', 'tool-call'): see run(). `waiting`:
+     * { waitMaxMs? (default the guard's), signal? (aborts a wait: the run
+     * rejects with the signal's reason) }.
+     */
+    async function runAs(kind, attempt, effect, recovery, waiting) {
+      const spec = runSpec(attempt, kind, recovery, waiting?.waitMaxMs ?? waitMaxMs);
       const ask = recovery === undefined ? undefined : askWith(recovery.lookup);
-      const { out, ran } = await driveRun((Flow) => Flow.run(spec, internal.seed()), effect, ask);
+      let driven;
+      try {
+        driven = await driveRun((Flow) => Flow.run(spec, internal.seed()), effect, ask, waiting?.signal);
+      } catch (e) {
+        // A wait aborted: the waiter owned nothing; the caller gets the signal's reason.
+        if (e instanceof WaitAborted) throw e.reason ?? e;
+        throw e;
+      }
+      const { out, ran } = driven;
       return runResult(attempt.key, out, ran, Number(spec.now));
     }
 
@@ -552,6 +598,7 @@ export function guardFactory({ internal, claims }) {
         rules,
         recovery: rrules,
         now: BigInt(now()),
+        waitMaxMs: 0,
       };
     }
 
@@ -751,7 +798,7 @@ export function guardFactory({ internal, claims }) {
         // an onError that throws must not break the request
       }
     }
-    const serving = endpoint === null ? null : servingFor({ start: serveFlow, endpoint, now, report });
+    const serving = endpoint === null ? null : servingFor({ start: serveFlow, endpoint, now, report, watch });
 
     /**
      * Serves one request through the core's serve flow (admit, claim, the
@@ -766,11 +813,22 @@ export function guardFactory({ internal, claims }) {
      * for 'handler' and 'unguarded': send the handler's own; for 'released':
      * answer the error), `error` the handler's throw.
      */
-    async function serve(request, handler) {
+    async function serve(request, handler, serveOptions) {
       if (serving === null) throw new TypeError('guard.serve needs an endpoint: createGuard({ store, endpoint: createEndpoint(…) })');
       if (typeof handler !== 'function') throw new TypeError('guard.serve(request, handler): handler must be a function');
-      const served = await serving.serve(request);
-      if (served.tag === 'reply') return { path: served.path, ran: false, reply: served.reply, finished: null, finishRetries: 0 };
+      if (serveOptions !== undefined) {
+        if (serveOptions === null || typeof serveOptions !== 'object') throw new TypeError('guard.serve(request, handler, options): options is { signal? }');
+        for (const name of Object.keys(serveOptions)) {
+          if (name !== 'signal') throw new TypeError(`guard.serve(): unknown option ${name}; the options are signal`);
+        }
+      }
+      const signal = serveOptions?.signal;
+      const served = await serving.serve(request, signal);
+      // The client went away while this request waited for the first attempt.
+      if (served.tag === 'aborted') throw signal?.reason ?? new WaitAborted();
+      if (served.tag === 'reply') {
+        return { path: served.path, ran: false, reply: served.reply, finished: null, finishRetries: 0, waitedMs: served.waitedMs };
+      }
       if (served.tag === 'unguarded') {
         return { path: 'unguarded', ran: true, reply: null, finished: null, finishRetries: 0, answer: await handler(null) };
       }
@@ -795,9 +853,12 @@ export function guardFactory({ internal, claims }) {
          * `failed` for the flow to decide on), drop() }.
          */
         serve: serveFlow,
+        /** Performs op `watch` ({ key, ms }, signal): the WIT `watched`, or throws WaitAborted. */
+        watch,
         now,
       }),
       [RUN]: runAs,
+      [WAIT_OPTION]: (wait, who) => internal.waitMaxMs(wait, who),
       [DELIVERY](recovery, t) {
         const d = internal.rawClaims((c) => c.inFlightDelivery(recovery?.[RECOVERED], BigInt(t)));
         return d.tag === 'retry' ? { retryAt: Number(d.val.at), reason: d.val.reason } : { needsReconciliation: true };
@@ -805,6 +866,8 @@ export function guardFactory({ internal, claims }) {
       run,
       recover,
       recoverSync,
+      /** How long a run that finds its record in flight waits for the first attempt, in ms (0: no wait). */
+      waitMaxMs,
       recoverAll,
       due,
       purge,

@@ -17,6 +17,7 @@ import type {
   Rules,
   Run,
   StoredResponse,
+  WaitOptions,
 } from './api.js';
 import type { MaybePromise, Store } from './stores/types.js';
 
@@ -45,6 +46,13 @@ export interface GuardOptions {
   staleAfterSeconds?: number;
   /** Whole seconds now; default Math.floor(Date.now() / 1000). */
   now?: () => number;
+  /**
+   * A run that finds its record in flight (not yet due a recovery; same
+   * fingerprint) waits up to `maxMs` for the first attempt and gets its
+   * answer, instead of 'in-flight' at once. guard.serve() waits by its
+   * endpoint's `wait`. Default: no wait.
+   */
+  wait?: WaitOptions;
   /** Hears of what guard.serve() does not send: store failures, a handler's error. */
   onError?: (error: unknown, context: { phase: 'claim' | 'handler' | 'capture' | 'complete'; key: string | null; retryInMs?: number }) => void;
 }
@@ -72,6 +80,22 @@ export interface ServeResult {
   answer?: HandlerAnswer;
   /** The handler's throw, when it threw. */
   error?: unknown;
+  /** A request that did not run the handler: how long it waited for the first attempt, in ms (0: no wait). */
+  waitedMs?: number;
+}
+
+/** The options of guard.run(). */
+export interface RunOptions {
+  /** Recovers a record left in flight once stale: asks the destination with the same key. */
+  lookup?: (key: string) => MaybePromise<LookupAnswer>;
+  /** The destination documents read-your-writes (only then is 'absent' trusted). */
+  readYourWrites?: boolean;
+  /** Default the guard's. */
+  staleAfterSeconds?: number;
+  /** This run's wait for a first attempt in flight; default the guard's `wait`. */
+  wait?: WaitOptions;
+  /** Aborts a wait for the first attempt: the run rejects with the signal's reason (the waiter owned nothing). */
+  signal?: AbortSignal;
 }
 
 /** What to claim: an intent (key and fingerprint derived), or a key with a fingerprint or the payload. */
@@ -146,12 +170,17 @@ export type RecoverResult =
 
 export interface Guard {
   /** Claims the key; the owner runs the effect, everyone else gets the core's answer. */
-  run(input: ClaimInput, effect: Effect): Promise<RunResult>;
+  run(input: ClaimInput, effect: Effect, options?: RunOptions): Promise<RunResult>;
   /**
    * One HTTP request through the core's serve flow (needs `endpoint`): admit,
    * claim, the handler (when the request owns the effect), capture, finish, answer.
    */
-  serve(request: HttpRequest, handler: (idempotency: { key: string; tenantId: string } | null) => MaybePromise<HandlerAnswer>): Promise<ServeResult>;
+  serve(
+    request: HttpRequest,
+    handler: (idempotency: { key: string; tenantId: string } | null) => MaybePromise<HandlerAnswer>,
+    /** `signal`: aborts a wait for the first attempt (the client went away); serve then rejects with its reason. */
+    options?: { signal?: AbortSignal },
+  ): Promise<ServeResult>;
   /** Asks the destination about one stale in_flight record and applies the core's decision. */
   recover(request: RecoverRequest): Promise<RecoverResult>;
   /** recover() with a synchronous look-up and effect, through the component's guard export (sync stores only). */
@@ -179,6 +208,8 @@ export interface Guard {
   readonly keyer: Keyer | undefined;
   readonly rules: Readonly<Rules>;
   readonly staleAfterSeconds: number;
+  /** How long a run that finds its record in flight waits for the first attempt, in ms (0: no wait). */
+  readonly waitMaxMs: number;
 }
 
 /** Node only. */
@@ -201,6 +232,8 @@ export interface JournalOptions {
   now?: () => number;
   /** Told of every step and tool call: ran, replayed, recovered (a step taken over, a tool call found), re-executed. */
   observe?: (event: JournalEvent) => void;
+  /** A step or tool call another attempt of the run is at waits up to `maxMs` for its output instead of step-in-flight. */
+  wait?: WaitOptions;
 }
 
 export interface JournalEvent {

@@ -42,11 +42,12 @@ export function journalFactory({ claims, createGuard }) {
    *   ttlSeconds?: number,
    *   now?: () => number,
    *   observe?: (event: object) => void,
+   *   wait?: { maxMs?: number },
    * }} options
    */
   return function createJournal(options = {}) {
     if (options === null || typeof options !== 'object') {
-      throw new TypeError('createJournal takes { store, keyer, maxOutputBytes?, staleAfterSeconds?, ttlSeconds?, now?, observe? }');
+      throw new TypeError('createJournal takes { store, keyer, maxOutputBytes?, staleAfterSeconds?, ttlSeconds?, now?, observe?, wait? }');
     }
     const { keyer, maxOutputBytes, observe } = options;
     if (keyer === null || typeof keyer !== 'object' || typeof keyer.stepAttempt !== 'function') {
@@ -59,6 +60,9 @@ export function journalFactory({ claims, createGuard }) {
       now: options.now,
       staleAfterSeconds: options.staleAfterSeconds,
       ttlSeconds: options.ttlSeconds,
+      // A step or tool call found in flight (another attempt of the run is at
+      // it) waits up to wait.maxMs for its output instead of step-in-flight.
+      wait: options.wait,
     });
     const tell = (event) => {
       if (observe !== undefined) observe(event);

@@ -65,7 +65,7 @@ export async function performWatch(store, { key, ms }, signal, now) {
   return { tag: 'watched', val: { elapsedMs: elapsed, now: BigInt(now()) } };
 }
 
-/** The longest wait an option may ask for (the core's WAIT_MAX_MS_LIMIT; checked by the core). */
+/** The option's name in messages and `field` (the core checks its limit, 60000, as `wait-max-ms`). */
 const FIELD = 'wait.maxMs';
 
 /**
@@ -104,7 +104,8 @@ export function waitMaxMsIn(value, who) {
  */
 export function waitError(e, who) {
   if (e instanceof IntentkeyError && e.field === 'wait-max-ms') {
-    return new IntentkeyError(e.code, `${who}: \`${FIELD}\`: ${e.message}`, FIELD, { cause: e });
+    const message = e.message.replace(/^wait-max-ms: /, '');
+    return new IntentkeyError(e.code, `${who}: \`${FIELD}\`: ${message}`, FIELD, { cause: e });
   }
   return e;
 }

@@ -1,11 +1,17 @@
-// The README's examples (claim, replay and recovery; rotating the secret; queue consumers; serving without a framework) run as written and print what they say.
+// The README's examples (claim, replay and recovery; rotating the secret; queue consumers; serving without a framework; waiting for the first attempt) run as written and print what they say.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-for (const heading of ['## Claim, replay and recovery', '## Rotating the secret', '## Queue consumers', '### Serving without a framework']) {
+for (const heading of [
+  '## Claim, replay and recovery',
+  '## Rotating the secret',
+  '## Queue consumers',
+  '### Serving without a framework',
+  '## Waiting for the first attempt',
+]) {
   test(`README: the example of "${heading.slice(3)}" runs`, () => runsAsWritten(heading));
 }
 

@@ -33,6 +33,25 @@ const encoder = new TextEncoder();
 /** The capture of the request being handled (for onError). */
 const HELD = Symbol('intentkey.held');
 
+/**
+ * Serves the request through the pipeline; when retries wait for the first
+ * attempt, the wait is cancelled if the client goes away (the response closes
+ * before it was written): the flow is abandoned, nothing is sent.
+ */
+async function serveOrAbandon(pipeline, request, res) {
+  if (!pipeline.waits) return pipeline.serve(request);
+  const aborter = new AbortController();
+  const onClose = () => {
+    if (!res.writableEnded) aborter.abort(new Error('intentkey: the client closed the connection'));
+  };
+  res.once('close', onClose);
+  try {
+    return await pipeline.serve(request, aborter.signal);
+  } finally {
+    res.off('close', onClose);
+  }
+}
+
 /** Every value of a request header, one per header line (duplicates kept: the core refuses them). */
 function headerValues(req, name) {
   const lower = name.toLowerCase();
@@ -275,7 +294,9 @@ export function idempotency(options) {
     const route = await pipeline.routeOf(defaultRoute(req), req);
     const tenantId = await pipeline.tenantOf(req);
     const { body, contentType, peeked } = await requestBody(req, pipeline.maxBodyBytes);
-    const served = await pipeline.serve({ tenantId, method: req.method, route, keyValues, contentType, body });
+    const served = await serveOrAbandon(pipeline, { tenantId, method: req.method, route, keyValues, contentType, body }, res);
+    // The client went away while the request waited for the first attempt.
+    if (served.tag === 'aborted') return;
     if (served.tag === 'reply') {
       send(res, served.reply);
       // Refused: nothing reads the body now. What is left of it (all of it

@@ -107,6 +107,25 @@ async function intentkeyPlugin(fastify, options) {
   const { endpoint } = pipeline;
   const applies = (request) => pipeline.guards(request.method) && request.routeOptions?.config?.idempotency !== false;
 
+  /**
+   * Serves the request through the pipeline; when retries wait for the first
+   * attempt, the wait is cancelled if the client goes away (the response
+   * closes before it was written).
+   */
+  async function serveOrAbandon(request, res) {
+    if (!pipeline.waits) return pipeline.serve(request);
+    const aborter = new AbortController();
+    const onClose = () => {
+      if (!res.writableEnded) aborter.abort(new Error('intentkey: the client closed the connection'));
+    };
+    res.once('close', onClose);
+    try {
+      return await pipeline.serve(request, aborter.signal);
+    } finally {
+      res.off('close', onClose);
+    }
+  }
+
   fastify.decorateRequest('idempotency', null);
   fastify.decorate('intentkey', Object.freeze({ endpoint, guard: pipeline.guard }));
 
@@ -143,15 +162,20 @@ async function intentkeyPlugin(fastify, options) {
     if (body === null) return; // unguarded: decided in preParsing
     const route = await pipeline.routeOf(defaultRoute(request), request);
     const tenantId = await pipeline.tenantOf(request);
-    const served = await pipeline.serve({
-      tenantId,
-      method: request.method,
-      route,
-      keyValues: headerValues(request, endpoint.headerName),
-      contentType: request.headers['content-type'],
-      body: body ?? EMPTY,
-    });
-    if (served.tag === 'reply') return send(reply, served.reply);
+    const served = await serveOrAbandon(
+      {
+        tenantId,
+        method: request.method,
+        route,
+        keyValues: headerValues(request, endpoint.headerName),
+        contentType: request.headers['content-type'],
+        body: body ?? EMPTY,
+      },
+      reply.raw,
+    );
+    // 'aborted': the client went away while the request waited for the first
+    // attempt; the core's 409 ends the hook chain (the handler must not run).
+    if (served.tag === 'reply' || served.tag === 'aborted') return send(reply, served.reply);
     if (served.tag === 'unguarded') return;
     request.idempotency = served.ticket.idempotency;
     request[TICKET] = served.ticket;

@@ -117,15 +117,20 @@ export function fetchAdapter(createPipeline) {
    */
   async function guarded(pipeline, request, { tenantArgs, route, body }, run) {
     const tenantId = await pipeline.tenantOf(...tenantArgs);
-    const served = await pipeline.serve({
-      tenantId,
-      method: request.method,
-      route,
-      keyValues: headerValues(request, pipeline.endpoint.headerName),
-      contentType: request.headers.get('content-type') ?? undefined,
-      body,
-    });
-    if (served.tag === 'reply') return { response: toResponse(served.reply) };
+    const served = await pipeline.serve(
+      {
+        tenantId,
+        method: request.method,
+        route,
+        keyValues: headerValues(request, pipeline.endpoint.headerName),
+        contentType: request.headers.get('content-type') ?? undefined,
+        body,
+      },
+      // A wait for the first attempt ends when the client goes away (the
+      // request's signal aborts): the core's 409 is answered to nobody.
+      pipeline.waits ? (request.signal ?? undefined) : undefined,
+    );
+    if (served.tag === 'reply' || served.tag === 'aborted') return { response: toResponse(served.reply) };
     if (served.tag === 'unguarded') return { unguarded: true };
     const { ticket } = served;
     contexts.set(request, ticket.idempotency);

@@ -1,6 +1,6 @@
 // The options every HTTP adapter takes (intentkey/express, intentkey/fastify,
 // intentkey/fetch). `Req` is what the adapter's tenant and route functions get.
-import type { Endpoint, EndpointOptions, Profile, SecretOption } from '../api.js';
+import type { Endpoint, EndpointOptions, Profile, SecretOption, WaitOptions } from '../api.js';
 import type { Store } from '../stores/types.js';
 
 type MaybePromise<T> = T | Promise<T>;
@@ -61,6 +61,13 @@ export interface IdempotencySettings<Req extends unknown[]> {
   now?: () => number;
   /** The methods guarded; default ['POST', 'PATCH']. Others pass through untouched. */
   methods?: string[];
+  /**
+   * A retry that finds its key in flight (same payload) waits up to `maxMs`
+   * (at most 60000) for the first attempt's answer and gets its replay,
+   * instead of 409 at once; the store wakes it (see the README's table). A
+   * client that disconnects ends its wait. Default: no wait.
+   */
+  wait?: WaitOptions;
   /** Errors the client does not see (a handler's throw, a failed completion); default console.error (Fastify: request.log). */
   onError?: (error: unknown, context: ErrorContext) => void;
 }

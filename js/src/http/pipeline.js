@@ -16,6 +16,7 @@ export { errorStatus, headerPairs } from './serving.js';
 import { PIPELINE } from '../guard.js';
 import { servingFor } from './serving.js';
 import { ENDPOINT_OPTIONS, checkOptionNames } from '../endpoint.js';
+import { waitError, waitMaxMsIn } from '../watching.js';
 
 /** The options every adapter takes (see options.d.ts). */
 const PIPELINE_OPTIONS = Object.freeze([
@@ -71,18 +72,26 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
         `is missing: ${adapter} needs a record store (memoryStore() for tests, sqliteStore(path), await pgStore(pool))`,
       );
     }
-    const endpoint = createEndpoint({
-      secret: options.secret,
-      keyring: options.keyring,
-      profile: options.profile,
-      strictKeySyntax: options.strictKeySyntax,
-      retryAfterSeconds: options.retryAfterSeconds,
-      replayHeaders: options.replayHeaders,
-      keyRequired: options.keyRequired,
-      maxBodyBytes: options.maxBodyBytes,
-      maxStoredBytes: options.maxStoredBytes,
-      policies: options.policies,
-    });
+    // `wait: { maxMs }`: checked here first, so that a mistake names the adapter.
+    waitMaxMsIn(options.wait, adapter);
+    let endpoint;
+    try {
+      endpoint = createEndpoint({
+        secret: options.secret,
+        keyring: options.keyring,
+        profile: options.profile,
+        strictKeySyntax: options.strictKeySyntax,
+        retryAfterSeconds: options.retryAfterSeconds,
+        replayHeaders: options.replayHeaders,
+        keyRequired: options.keyRequired,
+        maxBodyBytes: options.maxBodyBytes,
+        maxStoredBytes: options.maxStoredBytes,
+        policies: options.policies,
+        wait: options.wait,
+      });
+    } catch (e) {
+      throw e instanceof IntentkeyError && e.field === 'wait.maxMs' ? waitError(e.cause, adapter) : e;
+    }
     let guard;
     try {
       guard = createGuard({
@@ -92,6 +101,7 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
         ttlSeconds: options.ttlSeconds,
         fastCompletion: options.fastCompletion,
         now: options.now,
+        wait: options.wait,
       });
     } catch (e) {
       if (e instanceof IntentkeyError) throw e;
@@ -135,7 +145,13 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       return r;
     }
 
-    const serving = servingFor({ start: (request) => guard[PIPELINE].serve(request), endpoint, now, report });
+    const serving = servingFor({
+      start: (request) => guard[PIPELINE].serve(request),
+      endpoint,
+      now,
+      report,
+      watch: guard[PIPELINE].watch,
+    });
 
     /**
      * The endpoint's admission: { tag: 'reply', reply } (refused: answer it, run
@@ -160,7 +176,13 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
       tenantOf,
       routeOf,
       admit,
+      /**
+       * Serves a request up to its handler (see http/serving.js); `signal`:
+       * aborts a wait for the first attempt (the client went away).
+       */
       serve: serving.serve,
+      /** Whether a retry that finds its key in flight waits (an adapter then passes an AbortSignal to serve). */
+      waits: endpoint.waitMaxMs > 0,
       report,
       now,
     });

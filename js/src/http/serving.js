@@ -4,9 +4,12 @@
 // (admission, claim, capture, finish, the answer and what a store failure
 // means); this performs what it asks for: an asynchronous store's operations
 // (a synchronous store's run inside the component), the pause before a
-// completion is tried again, the handler's outcome, and the reports.
+// completion is tried again, the watch of a retry that waits for the first
+// attempt (op `watch`: the core decides how long and what follows), the
+// handler's outcome, and the reports.
 import { IntentkeyError } from '../errors.js';
 import { bytesIn } from '../claims.js';
+import { WaitAborted } from '../watching.js';
 
 /**
  * The HTTP status an error carries (`status`, else `statusCode`: body parsers,
@@ -51,9 +54,11 @@ export function headerPairs(entries) {
  *   endpoint: object,
  *   now: () => number,
  *   report: (error: unknown, context: object, log?: Function) => void,
- * }} host
+ *   watch: (request: { key: string, ms: number }, signal?: AbortSignal) => Promise<object>,
+ * }} host `watch` performs op `watch` (the WIT op-result `watched`; throws
+ *   WaitAborted when `signal` aborted)
  */
-export function servingFor({ start, endpoint, now, report }) {
+export function servingFor({ start, endpoint, now, report, watch }) {
   /**
    * Drives the core's serve flow from `step` until it needs the handler (op
    * `effect`: { tag: 'owned', step }) or ends ({ tag: 'served', served }).
@@ -62,9 +67,12 @@ export function servingFor({ start, endpoint, now, report }) {
    * claim; tried again after the pause it asks for, op `wait`, while
    * finishing), and is reported as it happens. A synchronous store's
    * operations run inside the component (next), and the failures it met
-   * are reported from the flow's output.
+   * are reported from the flow's output. A retry that finds its key in
+   * flight may be asked to watch the record (op `watch`) and claims again
+   * after; when `signal` aborts meanwhile (the client went away) this throws
+   * WaitAborted: the waiter owns nothing, so the flow is abandoned.
    */
-  async function drive(flow, step, key) {
+  async function drive(flow, step, key, signal) {
     // Before the handler (no key yet) the flow claims; after it, it finishes.
     const phase = key === null ? 'claim' : 'complete';
     let failed = null;
@@ -79,6 +87,12 @@ export function servingFor({ start, endpoint, now, report }) {
         failed = null;
         await new Promise((resolve) => setTimeout(resolve, op.val));
         step = flow.next({ tag: 'waited' });
+        continue;
+      }
+      if (op.tag === 'watch') {
+        if (failed !== null) report(failed, { phase, key });
+        failed = null;
+        step = flow.next(await watch(op.val, signal));
         continue;
       }
       // A failure the flow answered with another operation (the release of
@@ -101,25 +115,29 @@ export function servingFor({ start, endpoint, now, report }) {
   }
 
   /**
-   * Serves `request` up to its handler: { tag: 'reply', path, reply } (refused, a
-   * replay, 409, the payload conflict, 503 or 500 when the store failed),
-   * { tag: 'unguarded' } or { tag: 'owned', ticket }. On a synchronous store
-   * (memory, SQLite) that is one component call.
+   * Serves `request` up to its handler: { tag: 'reply', path, reply, waitedMs }
+   * (refused, a replay, 409, the payload conflict, 503 or 500 when the store
+   * failed), { tag: 'unguarded' }, { tag: 'owned', ticket, waitedMs } or, when
+   * `signal` aborted while the request waited for the first attempt,
+   * { tag: 'aborted', reply } (the core's 409, for an adapter that must answer
+   * something; the client is gone). On a synchronous store (memory, SQLite)
+   * that is one component call, unless the request waits.
    */
-  async function serveRequest(request) {
+  async function serveRequest(request, signal) {
     const flow = start(request);
     let end;
     try {
-      end = await drive(flow, flow.next(undefined), null);
+      end = await drive(flow, flow.next(undefined), null, signal);
     } catch (e) {
       flow.drop();
+      if (e instanceof WaitAborted) return { tag: 'aborted', reply: endpoint.answer({ tag: 'in-flight' }, now()) };
       throw e;
     }
     if (end.tag === 'owned') return { tag: 'owned', ticket: ticketFor(flow, end.step.val.val, request.tenantId) };
     flow.drop();
     const out = end.served;
     if (out.path === 'unguarded') return { tag: 'unguarded' };
-    return { tag: 'reply', path: out.path, reply: out.reply };
+    return { tag: 'reply', path: out.path, reply: out.reply, waitedMs: out.waitedMs ?? 0 };
   }
 
   /** An owned request in progress: what the adapter hands the handler's outcome to. */

@@ -1,6 +1,6 @@
 // Types shared by intentkey/bullmq and intentkey/pg-boss: the queue consumer's options.
 import type { Guard } from '../index.js';
-import type { Payload } from '../api.js';
+import type { Payload, WaitOptions } from '../api.js';
 
 /** A JSON value: what an effect returns, what is stored, and what a duplicate delivery gets back. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [member: string]: JsonValue };
@@ -73,6 +73,12 @@ export interface QueueConsumerOptions<J> {
   readYourWrites?: boolean;
   /** Awaited after each delivery's outcome; a throw fails the delivery (the queue retries; the retry replays). */
   onOutcome?: (event: QueueOutcomeEvent<J>) => void | Promise<void>;
+  /**
+   * A delivery that finds its intent in flight (another delivery is running
+   * it) waits up to `maxMs` for its result and completes with it, instead of
+   * going back to the queue at once; default the guard's `wait`.
+   */
+  wait?: WaitOptions;
 }
 
 /** A delivery that cannot finish now ('in-flight', 'refused') or ever ('payload-conflict', 'needs-reconciliation'). */

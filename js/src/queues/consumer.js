@@ -10,7 +10,8 @@
 // the effect's JSON result into the stored response and back, the user's
 // destination look-up into the guard's look-up answer, and the guard's outcome
 // into what the queue should do with the delivery.
-import { DELIVERY, IntentkeyRefused, PIPELINE, RUN } from '../guard.js';
+import { DELIVERY, IntentkeyRefused, PIPELINE, RUN, WAIT_OPTION } from '../guard.js';
+import { WAITING } from '../stores/trusted.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -87,7 +88,7 @@ function label(job) {
 
 function checkOptions(options, who) {
   if (!isObject(options)) {
-    throw new TypeError(`${who} takes { guard, intent, effect, lookup?, readYourWrites?, onOutcome? }`);
+    throw new TypeError(`${who} takes { guard, intent, effect, lookup?, readYourWrites?, onOutcome?, wait? }`);
   }
   const { guard, intent, effect, lookup, readYourWrites = false, onOutcome } = options;
   if (!isObject(guard) || typeof guard.run !== 'function' || typeof guard.recover !== 'function' || guard[PIPELINE] === undefined) {
@@ -113,7 +114,11 @@ function checkOptions(options, who) {
   if (onOutcome !== undefined && typeof onOutcome !== 'function') {
     throw new TypeError(`${who}: onOutcome must be a function ({ job, key, outcome, … }) => void`);
   }
-  return { guard, intent, effect, lookup, readYourWrites, onOutcome };
+  // A delivery that finds its intent in flight (another delivery runs it)
+  // waits up to wait.maxMs for its result; default the guard's wait.
+  const waitMaxMs = options.wait === undefined ? undefined : guard[WAIT_OPTION](options.wait, who);
+  if (waitMaxMs > 0) guard.store?.[WAITING]?.();
+  return { guard, intent, effect, lookup, readYourWrites, onOutcome, waitMaxMs };
 }
 
 function need(shape, name, what, where) {
@@ -177,7 +182,7 @@ function claimInput(shape, keyer, where) {
  *   the effect's own throw, a refusal) is thrown.
  */
 export function createConsumer(options, who) {
-  const { guard, intent, effect, lookup, readYourWrites, onOutcome } = checkOptions(options, who);
+  const { guard, intent, effect, lookup, readYourWrites, onOutcome, waitMaxMs } = checkOptions(options, who);
   const now = guard[PIPELINE].now;
 
   async function report(event) {
@@ -299,7 +304,7 @@ export function createConsumer(options, who) {
     const recovery = { lookup: lookup === undefined ? () => 'unknown' : lookupFor(job, misuse), readYourWrites };
     let r;
     try {
-      r = await guard[RUN]('effect', input, effectFor(job), recovery);
+      r = await guard[RUN]('effect', input, effectFor(job), recovery, { waitMaxMs });
     } catch (e) {
       return rethrow(e, job, input.key); // a store failure is thrown as it is: the queue retries
     }

@@ -5,13 +5,16 @@
 // of the SQL stores. JavaScript runs one operation at a time, so each is atomic.
 // Synchronous: the guard plugs it into the component's `store` import (or, over
 // the pure component, awaits it in the core's flows). No imports from Node: it
-// runs wherever the package does.
+// runs wherever the package does. A retry that waits for the first attempt
+// (op `watch`) is woken by this store's own writes that changed its record.
 import { TRUSTED } from './trusted.js';
+import { createWatchers } from './watchers.js';
 
 /** A record store in memory (lost when the process ends). */
 export function memoryStore() {
   /** @type {Map<string, any>} WIT records by key */
   const rows = new Map();
+  const watchers = createWatchers();
 
   /** The record under `key` if it is in flight and still carries `token`. */
   function fenced(key, token) {
@@ -43,6 +46,7 @@ export function memoryStore() {
       r.response = c.response;
       r.expiresAt = c.expiresAt;
       r.nextLookupAt = undefined;
+      watchers.changed(c.key);
       return true;
     },
 
@@ -58,6 +62,7 @@ export function memoryStore() {
       r.expiresAt = next.expiresAt;
       r.lookups = next.lookups;
       r.nextLookupAt = next.nextLookupAt;
+      watchers.changed(next.key);
       return true;
     },
 
@@ -65,6 +70,7 @@ export function memoryStore() {
     release(x) {
       if (fenced(x.key, x.ownerToken) === undefined) return false;
       rows.delete(x.key);
+      watchers.changed(x.key);
       return true;
     },
 
@@ -90,6 +96,15 @@ export function memoryStore() {
       return n;
     },
 
-    close() {},
+    /**
+     * Resolves when this store's own write changed the record of `key`
+     * (completed, released, taken over), after `ms`, or when `signal` aborts.
+     */
+    watch: watchers.watch,
+
+    /** Wakes every waiter (they claim again). */
+    close() {
+      watchers.wakeAll();
+    },
   };
 }

@@ -9,7 +9,21 @@
 // prepares, binds and runs (docs/stores.md). Every operation is one statement;
 // every write after the claim is fenced on the owner token. The operations are asynchronous, so the guard drives
 // the core's claim flow through the `flows` resource (no sequencing here).
-import { TRUSTED, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+//
+// Retries that wait for the first attempt (op `watch`) are woken by this
+// store's own writes that changed their record, and by other processes'
+// through LISTEN/NOTIFY: the first wait starts ONE listening connection per
+// store (a pg.Client of its own, application_name `intentkey-listener`,
+// reconnected with back-off when it drops) running the core's `listen`
+// statement; writes that changed a record send the core's `notify` statement
+// (not awaited: the write's answer does not wait for it) when notifying is
+// on: `notify: true`, or by itself once a guard or an adapter with waiting on
+// uses the store, or once it waited. Lost notifications are covered by the
+// core's periodic re-check.
+import { IntentkeyError } from '../errors.js';
+import { checkOptionNames } from '../endpoint.js';
+import { TRUSTED, WAITING, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { createWatchers } from './watchers.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -66,6 +80,26 @@ function rowValues(row, fields) {
 
 const isPool = (x) => typeof x.connect === 'function' && 'totalCount' in x && 'idleCount' in x;
 
+/** The options pgStore takes. */
+const OPTIONS = Object.freeze(['schema', 'notify']);
+
+/** The application_name of the listening connection (the Rust store's too). */
+export const LISTENER_APPLICATION_NAME = 'intentkey-listener';
+
+/** The listener's reconnect back-off: 100 ms doubling to 5 s. */
+const BACKOFF_FIRST_MS = 100;
+const BACKOFF_LONGEST_MS = 5000;
+
+/** The connection settings of a Client, as a Client config. */
+function clientConfig(client) {
+  const p = client.connectionParameters ?? {};
+  const config = {};
+  for (const name of ['user', 'password', 'host', 'port', 'database', 'ssl', 'options', 'client_encoding', 'connectionTimeoutMillis']) {
+    if (p[name] !== undefined && p[name] !== null) config[name] = p[name];
+  }
+  return config;
+}
+
 /** Runs the core's migration flow (lock, search path, migrations table, each missing migration) in one transaction. */
 async function migrate(client, schema) {
   const flow = migrationFlow('postgres', schema);
@@ -111,8 +145,14 @@ export async function pgStore(poolOrConfig, options = {}) {
   if (poolOrConfig === null || typeof poolOrConfig !== 'object') {
     throw new TypeError('pgStore takes a pg Pool, a connected pg Client or a Pool config object');
   }
+  if (options === null || typeof options !== 'object') throw new TypeError('pgStore(poolOrConfig, options): options is { schema?, notify? }');
+  checkOptionNames(options, OPTIONS, 'pgStore');
   const schema = options.schema;
   if (schema !== undefined) checkSchema(schema);
+  const notifyOption = options.notify;
+  if (notifyOption !== undefined && typeof notifyOption !== 'boolean') {
+    throw new IntentkeyError('invalid-argument', 'pgStore: `notify` must be true or false (default: on once this process waits)', 'notify');
+  }
   // The core's statements, on the table in `schema` (quoted and qualified by the
   // core) or the one search_path finds; each has a short prepared-statement name,
   // unique per statement and table, so stores on many schemas share a connection.
@@ -154,11 +194,96 @@ export async function pgStore(poolOrConfig, options = {}) {
       throw failure(e);
     }
   };
-  const changed = async (name, op, ...args) => (await query(name, op, ...args)).rowCount;
+  const count = async (name, op, ...args) => (await query(name, op, ...args)).rowCount;
   const records = async (name, op, ...args) => {
     const { rows, fields } = await query(name, op, ...args);
     return rows.map((row) => sqlDecodeRow(rowValues(row, fields)));
   };
+
+  // Wake-ups (op `watch`): this store's own writes, and the listener's notifications.
+  const watchers = createWatchers();
+  /** Whether changed records are announced with the core's `notify` statement. */
+  let notifying = notifyOption === true;
+  const notifyAuto = notifyOption === undefined;
+  /** Notifications sent and not answered yet (close() waits for them). */
+  const sending = new Set();
+  let closed = false;
+
+  /** After a fenced write: wakes this process's waiters of `key`, and other processes' when notifying. */
+  function changed(key, written) {
+    if (!written) return written;
+    watchers.changed(key);
+    if (notifying && !closed) {
+      const st = sql.notify;
+      // Not awaited: the write's answer does not wait for it. A lost one is
+      // covered by the waiters' periodic re-check.
+      const sent = db.query({ name: st.preparedName, text: st.text, values: [key] }).then(
+        () => {},
+        () => {},
+      );
+      sending.add(sent);
+      sent.then(() => sending.delete(sent));
+    }
+    return written;
+  }
+
+  // The listening connection: one per store, started by the first wait.
+  const listener = { client: null, started: false, timer: null, backoffMs: BACKOFF_FIRST_MS, drops: 0 };
+  function listenerClient() {
+    const Client = pool ? db.Client : db.constructor;
+    const config = pool ? { ...db.options } : clientConfig(db);
+    for (const name of ['max', 'min', 'idleTimeoutMillis', 'maxUses', 'allowExitOnIdle', 'Client', 'Promise', 'log']) delete config[name];
+    return new Client({ ...config, application_name: LISTENER_APPLICATION_NAME });
+  }
+  function listen() {
+    if (listener.started || closed) return;
+    listener.started = true;
+    connectListener();
+  }
+  async function connectListener() {
+    listener.timer = null;
+    if (closed) return;
+    let client;
+    try {
+      client = listenerClient();
+    } catch {
+      reconnectLater();
+      return;
+    }
+    listener.client = client;
+    let dropped = false;
+    const drop = () => {
+      if (dropped) return;
+      dropped = true;
+      if (listener.client === client) listener.client = null;
+      client.end().catch(() => {});
+      reconnectLater();
+    };
+    client.on('error', drop);
+    client.on('end', drop);
+    client.on('notification', (msg) => {
+      if (typeof msg.payload === 'string' && msg.payload !== '') watchers.changed(msg.payload);
+    });
+    try {
+      await client.connect();
+      await client.query(sql.listen.text);
+    } catch {
+      drop();
+      return;
+    }
+    if (dropped) return;
+    listener.backoffMs = BACKOFF_FIRST_MS;
+    // Back after a drop: notifications may have been lost meanwhile; every
+    // waiter claims again now rather than at the end of its interval.
+    if (listener.drops > 0) watchers.wakeAll();
+  }
+  function reconnectLater() {
+    if (closed) return;
+    listener.drops++;
+    const ms = listener.backoffMs;
+    listener.backoffMs = Math.min(ms * 2, BACKOFF_LONGEST_MS);
+    listener.timer = setTimeout(connectListener, ms);
+  }
 
   return {
     kind: 'pg',
@@ -167,18 +292,45 @@ export async function pgStore(poolOrConfig, options = {}) {
     /** The pg Pool or Client. */
     db,
 
-    insert: async (record) => (await changed('insert', 'insert', record)) === 1,
+    insert: async (record) => (await count('insert', 'insert', record)) === 1,
     get: async (key) => (await records('get', 'get', key))[0],
     // A fast completion's statement sets synchronous_commit = off for its own
     // transaction only (set_config(…, true)), so it needs no session of its own.
-    complete: async (c) => (await changed(c.fast ? 'complete-fast' : 'complete', 'complete', c)) === 1,
-    replace: async (r) => (await changed('replace', 'replace', r)) === 1,
-    release: async (r) => (await changed('release', 'release', r)) === 1,
+    complete: async (c) => changed(c.key, (await count(c.fast ? 'complete-fast' : 'complete', 'complete', c)) === 1),
+    replace: async (r) => changed(r.record.key, (await count('replace', 'replace', r)) === 1),
+    release: async (r) => changed(r.key, (await count('release', 'release', r)) === 1),
     list: (status, limit) => records('list', 'list', status, limit),
-    purge: (now) => changed('purge', 'purge', now),
+    purge: (now) => count('purge', 'purge', now),
 
-    /** Ends the pool if this store made it. */
+    /**
+     * Resolves when the record of `key` changed (this store's write, or a
+     * notification on the listening connection, which the first call starts),
+     * after `ms`, or when `signal` aborts.
+     */
+    watch(key, ms, signal) {
+      listen();
+      if (notifyAuto) notifying = true;
+      return watchers.watch(key, ms, signal);
+    },
+    /** A guard or adapter with waiting on uses this store: notify (unless `notify: false`). */
+    [WAITING]() {
+      if (notifyAuto) notifying = true;
+    },
+    /** Whether this store's writes that change a record send the core's `notify` statement. */
+    get notifying() {
+      return notifying;
+    },
+
+    /** Ends the listening connection, wakes every waiter, and ends the pool if this store made it. */
     async close() {
+      closed = true;
+      if (listener.timer !== null) clearTimeout(listener.timer);
+      listener.timer = null;
+      const client = listener.client;
+      listener.client = null;
+      if (client !== null) await client.end().catch(() => {});
+      watchers.wakeAll();
+      await Promise.all([...sending]);
       if (owned) await db.end();
     },
   };

@@ -14,10 +14,20 @@
 // and purging send one call per bucket. With `wait`, a write that wrote is
 // followed by WAIT on the same connection. The operations are asynchronous, so
 // the guard drives the core's claim flow through the `flows` resource.
+//
+// Retries that wait for the first attempt (op `watch`) are woken by this
+// store's own writes that changed their record, and by every process's: the
+// core's completion, release and recovery scripts SPUBLISH the record's key on
+// its bucket's change channel. The first wait starts ONE subscriber per store,
+// a duplicate of the client (on a cluster with ioredis's sharded subscribers,
+// which route each channel to its slot's node) SSUBSCRIBEd once to every
+// channel of the layout; ioredis reconnects and subscribes it again. Lost
+// messages are covered by the core's periodic re-check.
 import { createHash } from 'node:crypto';
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
 import { TRUSTED, coreSchema, redisCall, redisDecode, redisLayout, storeError } from './schema.js';
+import { createWatchers } from './watchers.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
@@ -263,10 +273,15 @@ export async function redisStore(options = {}) {
     return reply;
   }
 
+  // Wake-ups (op `watch`): this store's own writes, and the subscriber's messages.
+  const watchers = createWatchers();
+
   /** A write: the core's script call (keys and arguments in its layout); true when it wrote. */
-  const write = async (op, value) => {
+  const write = async (op, value, key) => {
     const call = redisCall(op, layout, value);
-    return Number(await (wait === undefined ? run(call) : runAndWait(call))) === 1;
+    const wrote = Number(await (wait === undefined ? run(call) : runAndWait(call))) === 1;
+    if (wrote && key !== undefined) watchers.changed(key);
+    return wrote;
   };
 
   if (client === undefined) {
@@ -279,6 +294,46 @@ export async function redisStore(options = {}) {
     }
   }
   const owned = parsed !== undefined;
+
+  // The subscriber: one per store, started by the first wait.
+  const listener = { sub: null, closed: false, retryAt: 0, connects: 0 };
+  const LISTEN_RETRY_MS = 1000;
+  /** Starts the subscriber (again, a while after it failed to start). */
+  function listen() {
+    if (listener.sub !== null || listener.closed || Date.now() < listener.retryAt) return;
+    const overrides = { lazyConnect: true, enableOfflineQueue: true, connectionName: 'intentkey-listener' };
+    let sub;
+    try {
+      sub = layout.cluster
+        ? client.duplicate([], { shardedSubscribers: true, ...overrides, redisOptions: { ...client.options?.redisOptions, connectionName: 'intentkey-listener' } })
+        : client.duplicate(overrides);
+    } catch {
+      listener.retryAt = Date.now() + LISTEN_RETRY_MS;
+      return;
+    }
+    listener.sub = sub;
+    sub.on('error', () => {});
+    sub.on('smessage', (_channel, message) => {
+      if (typeof message === 'string' && message !== '') watchers.changed(message);
+    });
+    // Subscribed again after a reconnect: messages may have been lost
+    // meanwhile; every waiter claims again now.
+    sub.on('ready', () => {
+      if (listener.connects++ > 0) watchers.wakeAll();
+    });
+    const channels = redisLayout.channels(layout);
+    (async () => {
+      await sub.connect();
+      // On a cluster each channel is its own slot: one SSUBSCRIBE each.
+      if (layout.cluster) await Promise.all(channels.map((c) => sub.ssubscribe(c)));
+      else await sub.ssubscribe(...channels);
+    })().catch(() => {
+      if (listener.sub !== sub) return;
+      listener.sub = null;
+      listener.retryAt = Date.now() + LISTEN_RETRY_MS;
+      sub.disconnect();
+    });
+  }
 
   return {
     kind: 'redis',
@@ -306,15 +361,25 @@ export async function redisStore(options = {}) {
     },
 
     async complete(c) {
-      return write('complete', c);
+      return write('complete', c, c.key);
     },
 
     async replace(r) {
-      return write('replace', r);
+      return write('replace', r, r.record.key);
     },
 
     async release(r) {
-      return write('release', r);
+      return write('release', r, r.key);
+    },
+
+    /**
+     * Resolves when the record of `key` changed (this store's write, or a
+     * message on its bucket's change channel: the first call starts the
+     * subscriber), after `ms`, or when `signal` aborts.
+     */
+    watch(key, ms, signal) {
+      listen();
+      return watchers.watch(key, ms, signal);
     },
 
     // One call per bucket (the core's), each to its slot's master; the core merges the replies in one order.
@@ -338,8 +403,14 @@ export async function redisStore(options = {}) {
       return counts.reduce((a, b) => a + b, 0);
     },
 
-    /** Quits the client if the store made it (from a URL). */
+    /** Quits the subscriber, wakes every waiter, and quits the client if the store made it (from a URL). */
     async close() {
+      listener.closed = true;
+      const { sub } = listener;
+      listener.sub = null;
+      // A subscriber has nothing to flush: closed at once.
+      if (sub !== null) sub.disconnect();
+      watchers.wakeAll();
       if (owned) await client.quit().catch(() => client.disconnect());
     },
   };

@@ -8,7 +8,7 @@
 // core (docs/stores.md).
 import { internal } from '../node-core.js';
 
-export { TRUSTED } from './trusted.js';
+export { TRUSTED, WAITING } from './trusted.js';
 
 let cached = null;
 /**
@@ -66,7 +66,9 @@ export function redisCall(op, layout, value) {
  *  - list(layout, status, limit): the `list` script calls (one per bucket and status);
  *  - listed(limit, replies): the records of their replies, in one order (store-failed for a malformed reply);
  *  - purge(layout, now): the `purge` script calls, one per bucket;
- *  - checkReplicas(wanted, acked): store-unavailable when WAIT acknowledged fewer replicas than wanted.
+ *  - checkReplicas(wanted, acked): store-unavailable when WAIT acknowledged fewer replicas than wanted;
+ *  - channel(layout, key): the sharded pub/sub channel the writes of record `key` publish its key on;
+ *  - channels(layout): every bucket's change channel (one on a single server), to SSUBSCRIBE once.
  */
 export const redisLayout = Object.freeze({
   check: (layout) => internal.rawSchema((s) => s.redisCheckLayout(layout)),
@@ -75,6 +77,8 @@ export const redisLayout = Object.freeze({
   listed: (limit, replies) => internal.rawSchema((s) => s.redisListed(limit, replies)),
   purge: (layout, now) => internal.rawSchema((s) => s.redisPurge(layout, BigInt(now))),
   checkReplicas: (wanted, acked) => internal.rawSchema((s) => s.redisCheckReplicas(wanted, BigInt(acked))),
+  channel: (layout, key) => internal.rawSchema((s) => s.redisChannel(layout, key)),
+  channels: (layout) => internal.rawSchema((s) => s.redisChannels(layout)),
 });
 
 /** A stored Redis value as the WIT record under `key` (the core decodes; store-failed when malformed). */

@@ -11,6 +11,7 @@
 // like any other: SQLite has no per-transaction asynchronous commit.
 import { createRequire } from 'node:module';
 import { TRUSTED, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { createWatchers } from './watchers.js';
 
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -153,6 +154,16 @@ export function sqliteStore(pathOrDb, options = {}) {
     return rows.map((row) => sqlDecodeRow(rowValues(row)));
   };
 
+  // Retries waiting for the first attempt (op `watch`) are woken by this
+  // store's own writes that changed their record; other processes' writes
+  // are seen at the end of each of the core's intervals.
+  const watchers = createWatchers();
+  /** A fenced write's answer, waking the waiters of `key` when it changed the record. */
+  const woke = (key, changed) => {
+    if (changed) watchers.changed(key);
+    return changed;
+  };
+
   return {
     kind: 'sqlite',
     synchronous: true,
@@ -162,14 +173,17 @@ export function sqliteStore(pathOrDb, options = {}) {
 
     insert: (record) => run('insert', 'insert', record) === 1,
     get: (key) => all('get', 'get', key)[0],
-    complete: (c) => run('complete', 'complete', c) === 1,
-    replace: (r) => run('replace', 'replace', r) === 1,
-    release: (r) => run('release', 'release', r) === 1,
+    complete: (c) => woke(c.key, run('complete', 'complete', c) === 1),
+    replace: (r) => woke(r.record.key, run('replace', 'replace', r) === 1),
+    release: (r) => woke(r.key, run('release', 'release', r) === 1),
     list: (status, limit) => all('list', 'list', status, limit),
     purge: (now) => Number(run('purge', 'purge', now)),
+    /** Resolves when this store's write changed the record of `key`, after `ms`, or when `signal` aborts. */
+    watch: watchers.watch,
 
-    /** Closes the database if this store opened it. */
+    /** Closes the database if this store opened it; wakes every waiter. */
     close() {
+      watchers.wakeAll();
       if (owned && db.open) db.close();
     },
   };

@@ -4,3 +4,10 @@
 
 /** Marks the package's own stores. */
 export const TRUSTED = Symbol('intentkey.trusted-store');
+
+/**
+ * Called by a guard or an adapter with waiting on (`wait: { maxMs > 0 }`)
+ * over the store: a PostgreSQL store then notifies other processes of the
+ * records its writes change (unless made with `notify: false`). Optional.
+ */
+export const WAITING = Symbol('intentkey.store-waiting');

@@ -67,12 +67,21 @@ export interface Store {
   list(status: WitRecord['status'], limit: number): MaybePromise<WitRecord[]>;
   /** DELETE … WHERE status = 'done' AND expires_at <= now: how many. */
   purge(now: bigint): MaybePromise<number | bigint>;
+  /**
+   * Optional: resolves when the record of `key` changed (completed, released,
+   * taken over), after `ms` milliseconds, or when `signal` aborts, whichever
+   * is first; never rejects. A retry that waits for the first attempt calls
+   * it between claims; without it, the host sleeps `ms` (polling).
+   */
+  watch?(key: string, ms: number, signal?: AbortSignal): Promise<void>;
   close?(): MaybePromise<void>;
 }
 
 export interface MemoryStore extends Store {
   readonly kind: 'memory';
   readonly synchronous: true;
+  /** Woken by this store's own writes. */
+  watch(key: string, ms: number, signal?: AbortSignal): Promise<void>;
   close(): void;
 }
 
@@ -81,6 +90,8 @@ export interface SqliteStore extends Store {
   readonly synchronous: true;
   /** The better-sqlite3 Database. */
   readonly db: any;
+  /** Woken by this store's own writes (other processes': at the core's next re-check). */
+  watch(key: string, ms: number, signal?: AbortSignal): Promise<void>;
   /** Closes the database if the store opened it (from a path). */
   close(): void;
 }
@@ -90,7 +101,11 @@ export interface PgStore extends Store {
   readonly synchronous: false;
   /** The pg Pool or Client. */
   readonly db: any;
-  /** Ends the pool if the store made it (from a config). */
+  /** Whether its writes that change a record send the core's `notify` statement now (see the `notify` option). */
+  readonly notifying: boolean;
+  /** Woken by this store's writes and by LISTEN on one connection of its own (started by the first call). */
+  watch(key: string, ms: number, signal?: AbortSignal): Promise<void>;
+  /** Ends the listening connection, and the pool if the store made it (from a config). */
   close(): Promise<void>;
 }
 
@@ -112,7 +127,9 @@ export interface RedisStore extends Store {
   readonly prefix: string;
   /** Whether the records are in the cluster layout (hash-tagged buckets `{prefix:NN}`). */
   readonly cluster: boolean;
-  /** Quits the client if the store made it (from a URL). */
+  /** Woken by this store's writes and by SSUBSCRIBE to the layout's change channels on one connection of its own (started by the first call). */
+  watch(key: string, ms: number, signal?: AbortSignal): Promise<void>;
+  /** Quits the subscriber, and the client if the store made it (from a URL). */
   close(): Promise<void>;
 }
 

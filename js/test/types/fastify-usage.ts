@@ -12,6 +12,7 @@ await app.register(intentkey, {
   store: memoryStore(),
   profile: 'stripe',
   tenant: (request) => String(request.headers['x-tenant']),
+  wait: { maxMs: 5000 },
 });
 app.post('/orders/:id', async (request) => {
   const key: string | undefined = request.idempotency?.key;

@@ -37,6 +37,8 @@ const handler = idempotentHandler<PaymentJob>({
   intent: async (job) => ({ tenantId: job.data.tenant, actionType: 'pix.send', payload: job.data.payment, intentEpoch: job.data.recordedAt }),
   effect: (key) => ({ key }),
   onOutcome: (e: QueueOutcomeEvent<BossJob<PaymentJob>>) => console.log(e.job.id, e.outcome),
+  // a delivery that finds its intent in flight waits for it (up to 2 s)
+  wait: { maxMs: 2000 },
 });
 const work: (jobs: BossJob<PaymentJob>[]) => Promise<unknown> = handler;
 

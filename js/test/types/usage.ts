@@ -285,3 +285,40 @@ async function agentSide(): Promise<void> {
   await journal.step({ tenantId: 't', intentEpoch: 0 }, 'plan', () => 1);
 }
 void agentSide;
+
+// Waiting for the first attempt: the adapters, the guard, the journal and the endpoint take `wait`.
+import type { WaitOptions, ServeResult, PgStore } from 'intentkey';
+import { LISTENER_APPLICATION_NAME } from 'intentkey/stores/pg';
+const waitFor: WaitOptions = { maxMs: 5000 };
+idempotency({ secret: 'ab'.repeat(32), store: memoryOnly(), wait: waitFor });
+withIdempotency(async () => new Response('ok'), { secret: 'ab'.repeat(32), store: memoryOnly(), wait: { maxMs: 200 } });
+honoIdempotency({ secret: 'ab'.repeat(32), store: memoryOnly(), wait: {} });
+// @ts-expect-error wait takes maxMs only
+idempotency({ secret: 'ab'.repeat(32), store: memoryOnly(), wait: { maxMss: 5000 } });
+// @ts-expect-error maxMs is milliseconds
+createEndpoint({ secret: 'ab'.repeat(32), wait: { maxMs: '5s' } });
+const waitingEndpoint = createEndpoint({ secret: 'ab'.repeat(32), wait: { maxMs: 1000 } });
+const endpointWait: number = waitingEndpoint.waitMaxMs;
+const waitingGuard: Guard = createGuard({ store: memoryStore(), keyer, endpoint: waitingEndpoint, wait: { maxMs: 2000 } });
+const guardWait: number = waitingGuard.waitMaxMs;
+createJournal({ store: memoryStore(), keyer, wait: { maxMs: 1000 } });
+async function waitingSide(): Promise<void> {
+  const aborter = new AbortController();
+  const r: RunResult = await waitingGuard.run({ intent }, async (key) => jsonResponse(201, { key }), {
+    wait: { maxMs: 500 },
+    signal: aborter.signal,
+  });
+  const s: ServeResult = await waitingGuard.serve(
+    { tenantId: 't', method: 'POST', route: '/x', keyValues: ['k'], body: '{}' },
+    async () => ({ status: 201, headers: [], body: new Uint8Array() }),
+    { signal: aborter.signal },
+  );
+  const waited: number | undefined = s.waitedMs;
+  const pgs: PgStore = await pgStore({ host: '127.0.0.1', database: 'test' }, { schema: 'ik', notify: true });
+  const on: boolean = pgs.notifying;
+  await pgs.watch('k', 100);
+  // @ts-expect-error notify is true or false
+  await pgStore({}, { notify: 'auto' });
+  console.log(r.outcome, waited, on, endpointWait, guardWait, LISTENER_APPLICATION_NAME);
+}
+void waitingSide;
