@@ -159,6 +159,10 @@ impl schema::Guest for Component {
         redis_layout_unchecked(&layout).channel(&key)
     }
 
+    fn redis_index_keys(layout: schema::RedisLayout, status: t::Status) -> Vec<String> {
+        redis_layout_unchecked(&layout).index_keys(status.into())
+    }
+
     fn redis_channels(layout: schema::RedisLayout) -> Vec<String> {
         redis_layout_unchecked(&layout).channels()
     }
@@ -399,6 +403,19 @@ impl schema::Guest for Component {
 
     fn sql_purge_params(now: i64) -> Vec<schema::SqlValue> {
         values_out(sql::purge_params(now))
+    }
+
+    fn sql_count_params(status: Option<t::Status>) -> Vec<schema::SqlValue> {
+        values_out(sql::count_params(status.map(core::Status::from)))
+    }
+
+    fn sql_decode_count(row: Vec<schema::SqlValue>) -> Result<schema::StatusCount, t::Error> {
+        let c = sql::decode_count(&values_in(row)).map_err(t::Error::from)?;
+        Ok(schema::StatusCount {
+            status: c.status.into(),
+            count: c.count,
+            oldest: c.oldest,
+        })
     }
 
     fn sql_decode_row(row: Vec<schema::SqlValue>) -> Result<t::Record, t::Error> {

@@ -95,6 +95,14 @@ SELECT key, fingerprint, tenant_id, action_type, status, owner_token, response_s
 FROM {table} WHERE ($1::text IS NULL OR status = $1)
 ORDER BY created_at, key LIMIT $2;
 
+-- statement count
+-- How many records have one status ($1; every status when NULL), and the oldest
+-- created_at among them: one row per status present (status, count, oldest).
+-- With a status it reads the status index only (a cheap gauge of in_flight and
+-- needs_reconciliation records).
+SELECT status, count(*), min(created_at) FROM {table}
+WHERE ($1::text IS NULL OR status = $1) GROUP BY status;
+
 -- statement purge
 -- Deletes the done records expired at $1 (now).
 DELETE FROM {table} WHERE status = 'done' AND expires_at <= $1;

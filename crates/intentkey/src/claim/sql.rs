@@ -302,11 +302,15 @@ pub enum Kind {
     /// a writer after a completion, release or recovery write that changed
     /// a record (PostgreSQL `pg_notify`). Optional.
     Notify,
+    /// How many records have a status, and the oldest `created_at` among
+    /// them ([`count_params`]; one row per status present, read by
+    /// [`decode_count`]). Optional.
+    Count,
 }
 
 impl Kind {
     /// Every statement kind.
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Insert,
         Kind::Claim,
         Kind::Get,
@@ -322,6 +326,7 @@ impl Kind {
         Kind::MigrationUnlock,
         Kind::Listen,
         Kind::Notify,
+        Kind::Count,
     ];
 
     /// What every dialect's file holds.
@@ -338,7 +343,7 @@ impl Kind {
     /// Its name in the statement files and the WIT: `insert`, `claim`,
     /// `get`, `complete`, `complete-fast`, `replace`, `release`, `list`,
     /// `purge`, `migration-lock`, `migrated-version`, `record-migration`,
-    /// `migration-unlock`, `listen`, `notify`.
+    /// `migration-unlock`, `listen`, `notify`, `count`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Insert => "insert",
@@ -356,6 +361,7 @@ impl Kind {
             Kind::MigrationUnlock => "migration-unlock",
             Kind::Listen => "listen",
             Kind::Notify => "notify",
+            Kind::Count => "count",
         }
     }
 
@@ -377,6 +383,7 @@ impl Kind {
             Kind::MigrationLock | Kind::MigrationUnlock => &["migration_lock"],
             Kind::MigratedVersion | Kind::Listen => &[],
             Kind::Notify => &["key"],
+            Kind::Count => &["status"],
             Kind::RecordMigration => &["version"],
         }
     }
@@ -763,6 +770,53 @@ pub fn list_params(status: Option<Status>, limit: u64) -> Vec<Value> {
         status.map_or(Value::Null, |s| text(s.as_str())),
         Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)),
     ]
+}
+
+/// The parameters of [`Kind::Count`]: one status, or every status.
+pub fn count_params(status: Option<Status>) -> Vec<Value> {
+    vec![status.map_or(Value::Null, |s| text(s.as_str()))]
+}
+
+/// How many records have one status, and when the oldest was claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusCount {
+    /// The status.
+    pub status: Status,
+    /// How many records have it.
+    pub count: u64,
+    /// The oldest `created_at` among them.
+    pub oldest: Option<i64>,
+}
+
+/// A row of [`Kind::Count`]: status, count, oldest `created_at`.
+///
+/// # Errors
+/// `store-failed` for a row that is not one.
+pub fn decode_count(row: &[Value]) -> crate::Result<StatusCount> {
+    let bad = |why: &str| Error::field(ErrorCode::StoreFailed, "count", format!("a count row {why}"));
+    let [status, count, oldest] = row else {
+        return Err(bad(&format!("has {} columns, not 3", row.len())));
+    };
+    let status = match status {
+        Value::Text(t) => Status::parse(t),
+        Value::Bytes(b) => Status::parse(&String::from_utf8_lossy(b)),
+        _ => None,
+    }
+    .ok_or_else(|| bad("has no known status"))?;
+    let integer = |v: &Value| match v {
+        Value::Integer(n) => Some(*n),
+        Value::Text(t) => t.parse().ok(),
+        Value::Bytes(b) => String::from_utf8_lossy(b).parse().ok(),
+        Value::Null => None,
+    };
+    let count = integer(count)
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| bad("has no count"))?;
+    Ok(StatusCount {
+        status,
+        count,
+        oldest: integer(oldest),
+    })
 }
 
 /// The parameters of [`Kind::Purge`].

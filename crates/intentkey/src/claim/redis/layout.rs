@@ -181,6 +181,12 @@ impl Layout {
         self.shard(key).channel()
     }
 
+    /// The status index of every bucket, in bucket order: the sum of their
+    /// `ZCARD`s is how many records have `status` (a cheap count).
+    pub fn index_keys(&self, status: Status) -> Vec<String> {
+        self.shards().iter().map(|s| s.index_key(status)).collect()
+    }
+
     /// Every bucket's change channel ([`Layout::channel`]), in bucket order:
     /// a process that wakes waiters subscribes to them all once.
     pub fn channels(&self) -> Vec<String> {
