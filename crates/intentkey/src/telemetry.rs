@@ -253,6 +253,9 @@ pub mod names {
     pub const RECORDS: &str = "intentkey.records";
     /// The status attribute of [`RECORDS`].
     pub const STATUS: &str = "intentkey.status";
+    /// The store operation attribute of [`STORE_DURATION`] (`insert`,
+    /// `get`, `complete`, … as [`crate::claim::Op::as_str`] names them).
+    pub const OP: &str = "intentkey.op";
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ use intentkey::{Keyring, Policy, Secret};
 use intentkey_store::tokio::{drive_serve, AsyncStore};
 use intentkey_store::StoreError;
 use tower::{Layer, Service};
+use tracing::Instrument as _;
 
 /// What the owner's handler gets as a request extension
 /// (`Extension<Idempotency>`): the tenant-scoped storage key, to pass to the
@@ -202,6 +203,17 @@ impl IdempotencyLayer {
         self.edit(|c| c.deadline = deadline)
     }
 
+    /// Reports the records in flight and needing reconciliation as the
+    /// OpenTelemetry observable gauge `intentkey.records` (attribute
+    /// `intentkey.status`), from the store's cheap count (`AsyncStore::count`)
+    /// read every `every` by a task of its own (cargo feature `otel`; call it
+    /// inside a tokio runtime).
+    #[cfg(feature = "otel")]
+    pub fn records_gauge(self, every: std::time::Duration) -> Self {
+        crate::telemetry::otel::records_gauge(Arc::clone(&self.config.store), every);
+        self
+    }
+
     /// Which tenant a request belongs to (tenants never share a key space).
     /// It must answer a non-empty id; an empty one is the server's mistake
     /// (500, reported).
@@ -341,6 +353,49 @@ where
             Err(never) => match never {},
         };
     }
+    let report = Report {
+        span: crate::telemetry::span(
+            config.endpoint.options().profile.as_str(),
+            config.store.kind(),
+        ),
+        store_time: std::time::Duration::ZERO,
+        store: config.store.kind(),
+    };
+    let span = report.span.clone();
+    guarded(config, inner, request, report)
+        .instrument(span)
+        .await
+}
+
+/// What a guarded request reports (see `crate::telemetry`): its span, and
+/// the time its store calls took.
+struct Report {
+    span: tracing::Span,
+    store_time: std::time::Duration,
+    store: &'static str,
+}
+
+impl Report {
+    fn timed(&mut self, op: &'static str, took: std::time::Duration) {
+        self.store_time += took;
+        crate::telemetry::store_call(op, took, self.store);
+    }
+
+    fn served(&self, served: &intentkey::http::Served, key: Option<&str>) {
+        crate::telemetry::served(&self.span, served, key, self.store, self.store_time);
+    }
+}
+
+async fn guarded<S>(
+    config: Arc<Config>,
+    mut inner: S,
+    request: Request<Body>,
+    mut report: Report,
+) -> Response<Body>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
     let endpoint = &config.endpoint;
     let (mut parts, body) = request.into_parts();
     let now = (config.clock)();
@@ -405,6 +460,7 @@ where
             reported = true;
             (config.on_error)(Phase::Claim, &e.to_string());
         },
+        &mut |op, took| report.timed(op, took),
     )
     .await
     {
@@ -420,6 +476,7 @@ where
                 // The flow's own (a record that vanished on every look).
                 (config.on_error)(Phase::Claim, &failure.message);
             }
+            report.served(&served, flow.attempt().map(|a| a.key.as_str()));
             if let Some(release) = served.unreleased.take() {
                 release_in_background(&config, release);
             }
@@ -460,7 +517,7 @@ where
                 Err(_) => {
                     // A panic: the outcome is unknown; the panic's message is not sent.
                     (config.on_error)(Phase::Handler, "the handler panicked");
-                    return finish(&config, &mut flow, Handled::Failed, None).await;
+                    return finish(&config, &mut flow, Handled::Failed, None, &mut report).await;
                 }
             };
             let (head, body) = response.into_parts();
@@ -477,12 +534,13 @@ where
                         &mut flow,
                         handled,
                         Some(Response::from_parts(head, Body::from(bytes))),
+                        &mut report,
                     )
                     .await
                 }
                 Err(e) => {
                     (config.on_error)(Phase::Handler, &format!("the handler's body failed: {e}"));
-                    finish(&config, &mut flow, Handled::Failed, None).await
+                    finish(&config, &mut flow, Handled::Failed, None, &mut report).await
                 }
             }
         }
@@ -531,7 +589,9 @@ fn release_in_background(config: &Arc<Config>, release: intentkey::claim::Releas
     };
     let config = Arc::clone(config);
     runtime.spawn(async move {
-        let finished = intentkey_store::tokio::drive_release(release, &*config.store, config.deadline).await;
+        let finished =
+            intentkey_store::tokio::drive_release(release, &*config.store, config.deadline).await;
+        crate::telemetry::released(finished, config.store.kind());
         if finished == intentkey::claim::Finished::LeftInFlight {
             (config.on_error)(
                 Phase::Claim,
@@ -569,6 +629,7 @@ async fn finish(
     flow: &mut ServeFlow,
     handled: Handled,
     sent: Option<Response<Body>>,
+    report: &mut Report,
 ) -> Response<Body> {
     let now = (config.clock)();
     let fallback = || reply_response(config.endpoint.failed(now));
@@ -579,15 +640,25 @@ async fn finish(
             return sent.unwrap_or_else(fallback);
         }
     };
-    let end = drive_serve(flow, step, &*config.store, config.deadline, &mut |e| {
-        (config.on_error)(Phase::Complete, &e.to_string());
-    })
+    let end = drive_serve(
+        flow,
+        step,
+        &*config.store,
+        config.deadline,
+        &mut |e| {
+            (config.on_error)(Phase::Complete, &e.to_string());
+        },
+        &mut |op, took| report.timed(op, took),
+    )
     .await;
     match end {
-        Ok(Step::Done(served)) => match served.reply {
-            Some(reply) => reply_response(reply),
-            None => sent.unwrap_or_else(fallback),
-        },
+        Ok(Step::Done(served)) => {
+            report.served(&served, flow.attempt().map(|a| a.key.as_str()));
+            match served.reply {
+                Some(reply) => reply_response(reply),
+                None => sent.unwrap_or_else(fallback),
+            }
+        }
         Ok(Step::Io(op)) => {
             (config.on_error)(
                 Phase::Complete,

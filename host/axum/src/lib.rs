@@ -44,6 +44,7 @@
 //! ```
 
 mod layer;
+mod telemetry;
 
 #[cfg(feature = "postgres")]
 pub use intentkey_store::tokio::PgStore;

@@ -460,6 +460,10 @@ fn core_error(e: intentkey::Error) -> StoreError {
 }
 
 impl Store for DynamoStore {
+    fn kind(&self) -> &'static str {
+        "dynamodb"
+    }
+
     fn insert(&self, record: &Record) -> Result<bool, StoreError> {
         match self.perform(&Op::Insert(record.clone()))? {
             OpResult::Inserted(inserted) => Ok(inserted),

@@ -243,6 +243,12 @@ pub trait Store: Send + Sync {
     /// # Errors
     /// When the store cannot be reached.
     fn purge(&self, now: i64) -> Result<u64, StoreError>;
+
+    /// The store's kind, as telemetry names it (`memory`, `sqlite`,
+    /// `postgres`, `mysql`, `redis`, `dynamodb`; `custom` by default).
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
 }
 
 /// Lets the core drive a [`Store`] (`intentkey::claim::ClaimStore`).

@@ -31,6 +31,10 @@ fn ok<T>(r: Result<T, std::convert::Infallible>) -> Result<T, StoreError> {
 }
 
 impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
     fn insert(&self, record: &Record) -> Result<bool, StoreError> {
         ok(self.records().insert(record))
     }

@@ -288,6 +288,10 @@ impl From<StoreError> for Failure {
 }
 
 impl Store for MysqlStore {
+    fn kind(&self) -> &'static str {
+        "mysql"
+    }
+
     fn insert(&self, r: &Record) -> Result<bool, StoreError> {
         check_key(&r.key)?;
         let st = self.statement(Kind::Insert)?;

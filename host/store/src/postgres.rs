@@ -179,6 +179,10 @@ impl PostgresStore {
 }
 
 impl Store for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     fn insert(&self, r: &Record) -> Result<bool, StoreError> {
         self.with_client(|c| c.execute(Kind::Insert, sql::insert_params(r)))
             .map(|n| n == 1)

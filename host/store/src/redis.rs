@@ -401,6 +401,10 @@ fn decode(key: &str, value: &str) -> Result<Record, StoreError> {
 }
 
 impl Store for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
     fn insert(&self, record: &Record) -> Result<bool, StoreError> {
         self.write(&Op::Insert(record.clone()))
     }

@@ -155,6 +155,10 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
     fn insert(&self, r: &Record) -> Result<bool, StoreError> {
         let text = self.sql.text(Kind::Insert);
         Ok(execute(&self.conn(), text, &sql::insert_params(r))? == 1)

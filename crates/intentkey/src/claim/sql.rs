@@ -793,7 +793,13 @@ pub struct StatusCount {
 /// # Errors
 /// `store-failed` for a row that is not one.
 pub fn decode_count(row: &[Value]) -> crate::Result<StatusCount> {
-    let bad = |why: &str| Error::field(ErrorCode::StoreFailed, "count", format!("a count row {why}"));
+    let bad = |why: &str| {
+        Error::field(
+            ErrorCode::StoreFailed,
+            "count",
+            format!("a count row {why}"),
+        )
+    };
     let [status, count, oldest] = row else {
         return Err(bad(&format!("has {} columns, not 3", row.len())));
     };

@@ -105,6 +105,16 @@ pub trait AsyncStore: Send + Sync + 'static {
             u64::from(ms),
         )))
     }
+    /// The store's kind, as telemetry names it (`custom` by default).
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
+    /// How many records have `status` (a cheap count, for the records
+    /// gauge); `None` when the store cannot count cheaply.
+    fn count(&self, status: Status) -> StoreFuture<'_, Option<u64>> {
+        let _ = status;
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }
 
 /// What the claim's insert did ([`AsyncStore::claim_insert`]).
@@ -168,8 +178,16 @@ impl<S: Store + 'static> AsyncStore for Inline<S> {
     fn watch(&self, key: String, ms: u32) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(watch::until_changed(key, ms))
     }
+    fn kind(&self) -> &'static str {
+        self.0.kind()
+    }
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
         Box::pin(std::future::ready(self.0.list(status, limit as usize)))
+    }
+    /// A memory store counts by listing (it holds every record in memory).
+    fn count(&self, status: Status) -> StoreFuture<'_, Option<u64>> {
+        let listed = self.0.list(Some(status), usize::MAX);
+        Box::pin(std::future::ready(listed.map(|r| Some(r.len() as u64))))
     }
     fn purge(&self, now: i64) -> StoreFuture<'_, u64> {
         Box::pin(std::future::ready(self.0.purge(now)))
@@ -219,6 +237,9 @@ impl<S: Store + 'static> AsyncStore for Blocking<S> {
     /// the end of each of the core's intervals (polling).
     fn watch(&self, key: String, ms: u32) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(watch::until_changed(key, ms))
+    }
+    fn kind(&self) -> &'static str {
+        self.0.kind()
     }
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
         self.run(move |s| s.list(status, limit as usize))
@@ -367,20 +388,29 @@ pub async fn drive_serve(
     store: &dyn AsyncStore,
     deadline: Duration,
     failed: &mut (dyn FnMut(&StoreError) + Send),
+    timed: &mut (dyn FnMut(&'static str, Duration) + Send),
 ) -> Result<Step<intentkey::http::Served>, StoreError> {
     loop {
         step = match step {
             Step::Done(_) | Step::Io(Op::Effect(_)) => return Ok(step),
-            Step::Io(op) => match perform_within(store, op, None, deadline).await {
-                Ok(result) => flow.resume(result)?,
-                Err(e) => {
-                    failed(&e);
-                    flow.resume(OpResult::Failed(intentkey::claim::StoreFailure {
-                        unavailable: e.is_retryable(),
-                        message: e.to_string(),
-                    }))?
+            Step::Io(op) => {
+                let what = op.as_str();
+                let started = std::time::Instant::now();
+                let performed = perform_within(store, op, None, deadline).await;
+                if !matches!(what, "wait" | "watch") {
+                    timed(what, started.elapsed());
                 }
-            },
+                match performed {
+                    Ok(result) => flow.resume(result)?,
+                    Err(e) => {
+                        failed(&e);
+                        flow.resume(OpResult::Failed(intentkey::claim::StoreFailure {
+                            unavailable: e.is_retryable(),
+                            message: e.to_string(),
+                        }))?
+                    }
+                }
+            }
         };
     }
 }

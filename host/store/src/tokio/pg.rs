@@ -279,6 +279,27 @@ impl AsyncStore for PgStore {
         )
     }
 
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    /// The core's `count` statement (it reads the status index).
+    fn count(&self, status: Status) -> StoreFuture<'_, Option<u64>> {
+        Box::pin(async move {
+            let rows = self
+                .query(Kind::Count, sql::count_params(Some(status)))
+                .await?;
+            let mut total = 0;
+            for row in &rows {
+                let values = crate::pg_sql::row_values(row)?;
+                total += sql::decode_count(&values)
+                    .map_err(|e| StoreError::fatal(format!("postgres: {}", e.message())))?
+                    .count;
+            }
+            Ok(Some(total))
+        })
+    }
+
     /// Woken by `LISTEN/NOTIFY` on one connection per store, started by the
     /// first wait; notifications lost while that connection is down are
     /// covered by the core's periodic re-check.
