@@ -56,7 +56,7 @@ UPDATE {table} SET status = 'done', response_status = ?3, response_content_type 
 WHERE `key` = ?1 AND status = 'in_flight' AND owner_token = ?2;
 
 -- statement replace
--- The fenced recovery write. ?1 key, ?2 expected owner_token, ?3 expected
+-- The fenced recovery write (and a human's reconciliation of a record awaiting it). ?1 key, ?2 expected owner_token, ?3 expected
 -- lookups, ?4 status, ?5 owner_token, ?6 response_status,
 -- ?7 response_content_type, ?8 response_headers, ?9 response_body_bytes,
 -- ?10 created_at, ?11 expires_at, ?12 lookups, ?13 next_lookup_at
@@ -64,7 +64,7 @@ UPDATE {table} SET status = ?4, owner_token = ?5, response_status = ?6,
     response_content_type = ?7, response_headers = ?8, response_body = NULL,
     response_body_bytes = ?9, created_at = ?10, expires_at = ?11, lookups = ?12,
     next_lookup_at = ?13
-WHERE `key` = ?1 AND status = 'in_flight' AND owner_token = ?2 AND lookups = ?3;
+WHERE `key` = ?1 AND status IN ('in_flight', 'needs_reconciliation') AND owner_token = ?2 AND lookups = ?3;
 
 -- statement release
 -- The fenced release ("nothing happened"). ?1 key, ?2 owner_token

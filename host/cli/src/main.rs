@@ -45,6 +45,10 @@ enum Command {
     Recover(ops_cmd::RecoverArgs),
     /// Delete done records past their expiry (never in-flight ones).
     Purge(ops_cmd::StoreArg),
+    /// An operator's view: counts by status, the oldest in-flight age, how many are due a look-up, the records awaiting reconciliation.
+    Status(ops_cmd::StatusArgs),
+    /// Record a human's decision on a record awaiting reconciliation: --found (with the effect's response) or --absent.
+    Reconcile(ops_cmd::ReconcileArgs),
     /// Print the OpenAPI fragment of a server's idempotency: key header, expiry policy, error shapes.
     Openapi(openapi_cmd::OpenapiArgs),
     /// Compile the component ahead of time for this machine (loads in under a millisecond).
@@ -119,6 +123,15 @@ fn main() -> ExitCode {
         Command::Inspect(a) => print_json(ops_cmd::inspect_cmd(&a)),
         Command::Recover(a) => print_json(ops_cmd::recover_cmd(&a)),
         Command::Purge(a) => print_json(ops_cmd::purge_cmd(&a)),
+        Command::Status(a) => ops_cmd::status_cmd(&a).map(|(value, text)| {
+            if a.json() {
+                println!("{value}");
+            } else {
+                print!("{text}");
+            }
+            ExitCode::SUCCESS
+        }),
+        Command::Reconcile(a) => print_json(ops_cmd::reconcile_cmd(&a)),
         Command::Openapi(a) => openapi_cmd::openapi_cmd(&a).map(|value| {
             println!("{value:#}");
             ExitCode::SUCCESS

@@ -1,13 +1,15 @@
-//! Operations commands: claim, complete, inspect, recover, purge. Each prints
-//! one JSON object on stdout; every decision and the order of store
+//! Operations commands: claim, complete, inspect, recover, purge, status,
+//! reconcile. Each prints one JSON object on stdout (`status` prints text
+//! unless `--json`); every decision and the order of store
 //! operations are the core's flows (through `intentkey_store::guard::Guard`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, ValueEnum};
 use intentkey::claim::{
-    ClaimOutcome, EffectResult, Lookup, Record, Recovered, RecoveryAction, Response, Rules, Status,
-    DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS,
+    recovery_due, ClaimOutcome, EffectResult, Lookup, Reconciled, Record, Recovered,
+    RecoveryAction, Response, Rules, Status, Verdict, DEFAULT_STALE_AFTER_SECONDS,
+    DEFAULT_TTL_SECONDS,
 };
 use intentkey_store::guard::{Attempt, Gateway, Guard};
 use intentkey_store::{open, Store, StoreError};
@@ -314,4 +316,158 @@ pub fn purge_cmd(store: &StoreArg) -> Result<Value, CliError> {
     let store = store.open()?;
     let purged = Guard::new(store.as_ref()).purge(now()).map_err(store_err)?;
     Ok(json!({"purged": purged}))
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// In-flight records older than this many seconds are due a look-up
+    /// (the recovery's staleness).
+    #[arg(long, default_value_t = DEFAULT_STALE_AFTER_SECONDS)]
+    stale_after: i64,
+    /// At most this many in-flight and awaiting records are read (for the
+    /// oldest age, the due count and the list).
+    #[arg(long, default_value_t = 10_000)]
+    limit: usize,
+}
+
+impl StatusArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+}
+
+/// Counts by status: the store's count statement, or (a store that
+/// cannot count) the records listed, up to `limit` each.
+fn counts(store: &dyn Store, limit: usize) -> Result<Vec<(Status, u64, bool)>, CliError> {
+    if let Some(counted) = store.count(None).map_err(store_err)? {
+        return Ok(Status::ALL
+            .into_iter()
+            .map(|s| {
+                let n = counted
+                    .iter()
+                    .find(|c| c.status == s)
+                    .map_or(0, |c| c.count);
+                (s, n, false)
+            })
+            .collect());
+    }
+    Status::ALL
+        .into_iter()
+        .map(|s| {
+            let n = store.list(Some(s), limit).map_err(store_err)?.len();
+            Ok((s, n as u64, n >= limit))
+        })
+        .collect()
+}
+
+/// `intentkey status`: the JSON and the text of an operator's view.
+pub fn status_cmd(a: &StatusArgs) -> Result<(Value, String), CliError> {
+    let store = a.store.open()?;
+    let now = now();
+    let counts = counts(store.as_ref(), a.limit)?;
+    let in_flight = store
+        .list(Some(Status::InFlight), a.limit)
+        .map_err(store_err)?;
+    let awaiting = store
+        .list(Some(Status::NeedsReconciliation), a.limit)
+        .map_err(store_err)?;
+    let oldest = in_flight.iter().map(|r| r.created_at).min();
+    let oldest_age = oldest.map(|c| (now - c).max(0));
+    let due = in_flight
+        .iter()
+        .filter(|r| recovery_due(r, now, a.stale_after))
+        .count();
+    let mut count_json = serde_json::Map::new();
+    for (status, n, at_least) in &counts {
+        count_json.insert(status.as_str().to_owned(), (*n).into());
+        if *at_least {
+            count_json.insert(format!("{}_at_least", status.as_str()), true.into());
+        }
+    }
+    let value = json!({
+        "counts": count_json,
+        "oldest_in_flight_age_seconds": oldest_age,
+        "due_lookup": due,
+        "stale_after_seconds": a.stale_after,
+        "needs_reconciliation": awaiting.iter().map(record_json).collect::<Vec<_>>(),
+    });
+    let mut text = String::new();
+    for (status, n, at_least) in &counts {
+        let plus = if *at_least { "+" } else { "" };
+        text.push_str(&format!("{:<22} {n}{plus}\n", status.as_str()));
+    }
+    match oldest_age {
+        Some(age) => text.push_str(&format!("oldest in flight       {age} s\n")),
+        None => text.push_str("oldest in flight       -\n"),
+    }
+    text.push_str(&format!(
+        "due a look-up          {due} (in flight longer than {} s)\n",
+        a.stale_after
+    ));
+    if awaiting.is_empty() {
+        text.push_str("awaiting reconciliation: none\n");
+    } else {
+        text.push_str("awaiting reconciliation (settle each with `intentkey reconcile --key K --found|--absent`):\n");
+        for r in &awaiting {
+            text.push_str(&format!(
+                "  {}  tenant {}  action {}  claimed at {}  look-ups {}\n",
+                r.key, r.tenant_id, r.action_type, r.created_at, r.lookups
+            ));
+        }
+    }
+    Ok((value, text))
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("verdict").required(true).args(["found", "absent"])))]
+pub struct ReconcileArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The key of the record awaiting reconciliation.
+    #[arg(long)]
+    key: String,
+    /// The effect happened: the record becomes done with this response
+    /// (--response-status, --response-body) and retries replay it.
+    #[arg(long)]
+    found: bool,
+    /// The effect did not happen: the record is released and the next retry runs it.
+    #[arg(long)]
+    absent: bool,
+    /// With --found: the effect's status code.
+    #[arg(long, default_value_t = 200)]
+    response_status: u16,
+    /// With --found: the effect's response body (JSON).
+    #[arg(long, default_value = "")]
+    response_body: String,
+}
+
+/// `intentkey reconcile`: a human's decision, through the core's flow.
+pub fn reconcile_cmd(a: &ReconcileArgs) -> Result<Value, CliError> {
+    let store = a.store.open()?;
+    let verdict = if a.found {
+        Verdict::Found(Response::json(a.response_status, a.response_body.clone()))
+    } else {
+        Verdict::Absent
+    };
+    let outcome = Guard::new(store.as_ref())
+        .reconcile(&a.key, verdict, now())
+        .map_err(store_err)?;
+    let mut out = json!({"key": a.key, "outcome": outcome.as_str()});
+    match outcome {
+        Reconciled::Missing => out["reason"] = "no record with this key".into(),
+        Reconciled::NotNeeded(status) => {
+            out["reason"] = format!("the record is {status}, not awaiting reconciliation").into();
+        }
+        Reconciled::Lost => {
+            out["reason"] = "the record changed before this decision was written (another decision?): nothing written; look again with `intentkey inspect --key`".into();
+        }
+        Reconciled::Recorded | Reconciled::Released => {}
+    }
+    Ok(out)
 }

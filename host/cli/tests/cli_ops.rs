@@ -137,6 +137,99 @@ fn operations(store: &str) {
     );
 }
 
+fn status_json(store: &str) -> Value {
+    intentkey(&["status", "--store", store, "--json", "--stale-after", "0"])
+}
+
+/// `status` and `reconcile` after `operations`: k1 done, k2 and k3 in
+/// flight. `await_reconciliation` moves a record to `needs_reconciliation`
+/// as recovery would after its last look-up.
+fn status_and_reconcile(store: &str, await_reconciliation: &dyn Fn(&str)) {
+    let before = status_json(store);
+    assert_eq!(before["counts"]["in_flight"], 2, "{before}");
+    assert_eq!(before["counts"]["done"], 1, "{before}");
+    assert_eq!(before["counts"]["needs_reconciliation"], 0, "{before}");
+    // k3 is due at once with --stale-after 0; k2 waits for its next look-up.
+    assert_eq!(before["due_lookup"], 1, "{before}");
+    assert!(before["oldest_in_flight_age_seconds"].as_i64().unwrap() >= 0);
+
+    for key in ["r1", "r2"] {
+        assert_eq!(claim(store, key, "fp")["outcome"], "owned");
+        await_reconciliation(key);
+    }
+    let awaiting = status_json(store);
+    assert_eq!(awaiting["counts"]["needs_reconciliation"], 2, "{awaiting}");
+    let keys: Vec<&str> = awaiting["needs_reconciliation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["r1", "r2"]);
+    assert_eq!(
+        claim(store, "r1", "fp")["outcome"],
+        "in-flight",
+        "409 until a human decides"
+    );
+
+    // The text view says the same.
+    let out = Command::new(env!("CARGO_BIN_EXE_intentkey"))
+        .args(["status", "--store", store])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("needs_reconciliation   2"), "{text}");
+    assert!(text.contains("  r1  tenant t1  action pix.send"), "{text}");
+
+    // Found: done with the response given, replayed from then on.
+    let found = intentkey(&[
+        "reconcile",
+        "--store",
+        store,
+        "--key",
+        "r1",
+        "--found",
+        "--response-status",
+        "201",
+        "--response-body",
+        r#"{"id":"pay_1"}"#,
+    ]);
+    assert_eq!(found["outcome"], "recorded", "{found}");
+    let replay = claim(store, "r1", "fp");
+    assert_eq!(
+        (
+            replay["outcome"].as_str(),
+            replay["response"]["status"].as_u64()
+        ),
+        (Some("done"), Some(201))
+    );
+    // Absent: released, so the retry runs.
+    let absent = intentkey(&["reconcile", "--store", store, "--key", "r2", "--absent"]);
+    assert_eq!(absent["outcome"], "released", "{absent}");
+    assert_eq!(claim(store, "r2", "fp")["outcome"], "owned");
+    // A record in flight, or none, is not reconciled; a decision is required.
+    let in_flight = intentkey(&["reconcile", "--store", store, "--key", "k2", "--absent"]);
+    assert_eq!(in_flight["outcome"], "not-needed");
+    assert_eq!(
+        intentkey(&["reconcile", "--store", store, "--key", "nope", "--absent"])["outcome"],
+        "missing"
+    );
+    let no_verdict = Command::new(env!("CARGO_BIN_EXE_intentkey"))
+        .args(["reconcile", "--store", store, "--key", "k2"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        !no_verdict.status.success(),
+        "--found or --absent is required"
+    );
+    let after = status_json(store);
+    assert_eq!(after["counts"]["needs_reconciliation"], 0, "{after}");
+}
+
+const AWAIT_SQL: &str =
+    "UPDATE intentkey_records SET status = 'needs_reconciliation', lookups = 4, next_lookup_at = NULL WHERE key = $1";
+
 /// The timeline from the issue that made recovery fenced: claim a key, then
 /// run 8 recoverers at once with a read-your-writes `absent`. While the claim
 /// is fresh none is due; once stale exactly one takes it over.
@@ -211,6 +304,13 @@ fn operations_on_sqlite() {
     let path = std::env::temp_dir().join(format!("ik-cli-ops-{}.sqlite", std::process::id()));
     let url = format!("sqlite:{}", path.display());
     operations(&url);
+    status_and_reconcile(&url, &|key| {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(
+            conn.execute(&AWAIT_SQL.replace("$1", "?1"), [key]).unwrap(),
+            1
+        );
+    });
     concurrent_recoverers(&url);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -244,6 +344,10 @@ fn operations_on_postgres() {
         .unwrap();
     let url = format!("{base}?options=-csearch_path%3D{schema}");
     operations(&url);
+    status_and_reconcile(&url, &|key| {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        assert_eq!(c.execute(AWAIT_SQL, &[&key]).unwrap(), 1);
+    });
     concurrent_recoverers(&url);
     admin
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))

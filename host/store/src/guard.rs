@@ -32,6 +32,7 @@ use intentkey::claim::{
     Lookup, PurgeFlow, Recovered, RecoveryRules, Response, Rules, RunFlow, RunKind, RunOutcome,
     RunSpec, OWNER_TOKEN_BYTES,
 };
+use intentkey::claim::{ReconcileFlow, Reconciled, Verdict};
 
 pub use intentkey::claim::Attempt;
 use intentkey::http::{Options, REPLAYED_HEADER};
@@ -370,6 +371,23 @@ impl<'s> Guard<'s> {
             out.push((key, recovery));
         }
         Ok(out)
+    }
+
+    /// Records an operator's decision on a record awaiting reconciliation
+    /// (the core's [`ReconcileFlow`]): found makes it done with that
+    /// response, absent releases it so a retry runs; every write fenced.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn reconcile(
+        &self,
+        key: &str,
+        verdict: Verdict,
+        now: i64,
+    ) -> Result<Reconciled, StoreError> {
+        let token = owner_token(new_seed()?);
+        let flow = ReconcileFlow::new(key, verdict, &token, now, self.rules.ttl_seconds);
+        run_flow(self.store, flow, None)
     }
 
     /// Deletes `done` records past their expiry; never `in_flight` ones.

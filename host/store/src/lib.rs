@@ -249,6 +249,21 @@ pub trait Store: Send + Sync {
     fn kind(&self) -> &'static str {
         "custom"
     }
+
+    /// How many records have `status` (every status when `None`), and the
+    /// oldest claim among them: the core's `count` statement on the SQL
+    /// stores. `None` when the store cannot count without reading every
+    /// record (then list them).
+    ///
+    /// # Errors
+    /// When the store cannot be reached.
+    fn count(
+        &self,
+        status: Option<Status>,
+    ) -> Result<Option<Vec<intentkey::claim::sql::StatusCount>>, StoreError> {
+        let _ = status;
+        Ok(None)
+    }
 }
 
 /// Lets the core drive a [`Store`] (`intentkey::claim::ClaimStore`).

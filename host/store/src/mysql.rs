@@ -343,4 +343,15 @@ impl Store for MysqlStore {
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
         self.execute(Kind::Purge, &sql::purge_params(now))
     }
+
+    fn count(&self, status: Option<Status>) -> Result<Option<Vec<sql::StatusCount>>, StoreError> {
+        self.query(Kind::Count, &sql::count_params(status))?
+            .iter()
+            .map(|row| {
+                sql::decode_count(&row_values(row)?)
+                    .map_err(|e| StoreError::fatal(format!("mysql: {}", e.message())))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
 }

@@ -222,4 +222,15 @@ impl Store for PostgresStore {
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
         self.with_client(|c| c.execute(Kind::Purge, sql::purge_params(now)))
     }
+
+    fn count(&self, status: Option<Status>) -> Result<Option<Vec<sql::StatusCount>>, StoreError> {
+        let rows = self.with_client(|c| c.query(Kind::Count, sql::count_params(status)))?;
+        rows.iter()
+            .map(|row| {
+                sql::decode_count(&crate::pg_sql::row_values(row)?)
+                    .map_err(|e| StoreError::fatal(format!("postgres: {}", e.message())))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
 }

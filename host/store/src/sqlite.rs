@@ -202,6 +202,28 @@ impl Store for SqliteStore {
         query(&self.conn(), text, &sql::list_params(status, limit))
     }
 
+    fn count(&self, status: Option<Status>) -> Result<Option<Vec<sql::StatusCount>>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn
+            .prepare_cached(self.sql.text(Kind::Count))
+            .map_err(err)?;
+        let params = sql::count_params(status);
+        let rows = st
+            .query_map(
+                rusqlite::params_from_iter(params.iter().map(bind)),
+                row_values,
+            )
+            .map_err(err)?;
+        rows.map(|row| {
+            row.map_err(err).and_then(|values| {
+                sql::decode_count(&values)
+                    .map_err(|e| StoreError::fatal(format!("sqlite: {}", e.message())))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+    }
+
     fn purge(&self, now: i64) -> Result<u64, StoreError> {
         let text = self.sql.text(Kind::Purge);
         Ok(execute(&self.conn(), text, &sql::purge_params(now))? as u64)

@@ -547,10 +547,14 @@ impl Table {
         check_size(&encode(&r.record)?)?;
         let mut values = Self::fenced(&r.expected_token);
         values.insert(":expected_lookups".into(), n(r.expected_lookups));
+        values.insert(
+            ":reconciling".into(),
+            json!({ "S": Status::NeedsReconciliation.as_str() }),
+        );
         Ok(self.update(
             &r.record.key,
             mutable_attributes(&r.record),
-            "#status = :expected_status AND #owner_token = :expected_token AND #lookups = :expected_lookups",
+            "#status IN (:expected_status, :reconciling) AND #owner_token = :expected_token AND #lookups = :expected_lookups",
             values,
             vec![],
         ))

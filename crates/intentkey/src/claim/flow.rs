@@ -71,7 +71,9 @@ pub struct Completion {
 
 /// A fenced recovery write: every mutable column (status, owner token,
 /// response, created_at, expires_at, lookups, next_lookup_at) from `record`,
-/// `WHERE key = … AND status = 'in_flight' AND owner_token = … AND lookups = …`.
+/// `WHERE key = … AND status IN ('in_flight', 'needs_reconciliation') AND
+/// owner_token = … AND lookups = …` (a record awaiting reconciliation is
+/// written only by a human's decision, [`super::ReconcileFlow`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replacement {
     /// The owner token the stored record must carry.
@@ -994,7 +996,11 @@ impl ClaimStore for MemoryClaims {
     }
 
     fn replace(&mut self, r: &Replacement) -> Result<bool, Infallible> {
-        Ok(match self.fenced(&r.record.key, &r.expected_token) {
+        let stored = self.records.get_mut(&r.record.key).filter(|s| {
+            matches!(s.status, Status::InFlight | Status::NeedsReconciliation)
+                && s.owner_token == r.expected_token
+        });
+        Ok(match stored {
             Some(stored) if stored.lookups == r.expected_lookups => {
                 stored.status = r.record.status;
                 stored.owner_token.clone_from(&r.record.owner_token);

@@ -52,6 +52,7 @@ pub mod delivery;
 pub mod dynamo;
 pub mod flow;
 pub mod migrate;
+pub mod reconcile;
 pub mod record;
 pub mod redis;
 pub mod release;
@@ -70,6 +71,7 @@ pub use flow::{
     Flow, FlowError, MemoryClaims, Op, OpResult, PurgeFlow, RecoverFlow, Recovered, RecoveryRules,
     Release, Replacement, Step, StoreFailure, CLAIM_TRIES,
 };
+pub use reconcile::{ReconcileFlow, Reconciled, Verdict};
 pub use record::{
     done_expiry, owner_token, owner_token_from_slice, Attempt, PriorKey, Record, Response, Status,
     DEFAULT_STALE_AFTER_SECONDS, DEFAULT_TTL_SECONDS, FINISH_RETRY_DELAYS_MS,
