@@ -26,7 +26,7 @@ SCOPE_KEY = "intentkey.idempotency"
 OPTION_NAMES = (
     "secret", "keyring", "store", "profile", "tenant", "route", "methods", "policies", "release_statuses",
     "ttl_seconds", "fast_completion", "now", "on_error", "key_required", "max_body_bytes", "max_stored_bytes",
-    "replay_headers", "strict_key_syntax", "retry_after_seconds",
+    "replay_headers", "strict_key_syntax", "retry_after_seconds", "wait_max_ms",
 )
 
 log = logging.getLogger("intentkey")

@@ -28,7 +28,8 @@ from typing import Any, Callable, Dict, List, Optional
 from . import _binding as b
 from .errors import IntentkeyError
 
-__all__ = ["Changes", "WAIT_MAX_MS_LIMIT", "check_wait_max_ms", "changes_of", "watch_async", "watch_sync"]
+__all__ = ["Changes", "WAIT_MAX_MS_LIMIT", "changes_of", "check_wait_max_ms", "elapsed_ms", "notify", "watch_async",
+           "watch_sync"]
 
 #: The longest wait an option may ask for, in milliseconds: the core's
 #: ``WAIT_MAX_MS_LIMIT`` (the core refuses a longer endpoint option itself;

@@ -116,6 +116,11 @@ class IdempotencyMiddleware:
     ``fast_completion``, ``now`` (whole seconds) and the profile's options
     (``key_required``, ``max_body_bytes``, ``max_stored_bytes``,
     ``replay_headers``, ``strict_key_syntax``, ``retry_after_seconds``).
+    ``wait_max_ms`` (0 to 60000; default 0, off): how long a retry that
+    finds its key in flight with the same payload waits for the first
+    attempt's answer (replayed when it comes) before the 409; the wait is
+    ``asyncio.sleep`` (a worker thread's sleep with a synchronous store),
+    woken early by a store that notifies.
     ``on_error(stage, error)`` hears what the client does not see: stage
     ``"handler"`` (the application raised), ``"claim"`` or ``"complete"`` (a
     store failure). Any other option name is ``invalid-argument``.
@@ -133,7 +138,7 @@ class IdempotencyMiddleware:
                  on_error: Optional[OnError] = None, key_required: Optional[bool] = None,
                  max_body_bytes: Optional[int] = None, max_stored_bytes: Optional[int] = None,
                  replay_headers: Optional[Sequence[str]] = None, strict_key_syntax: Optional[bool] = None,
-                 retry_after_seconds: Optional[int] = None, **unknown: Any):
+                 retry_after_seconds: Optional[int] = None, wait_max_ms: int = 0, **unknown: Any):
         self.app = app
         self.config: Config = configure(
             "intentkey.asgi.IdempotencyMiddleware", secret=secret, keyring=keyring, store=store, profile=profile,
@@ -141,7 +146,8 @@ class IdempotencyMiddleware:
             ttl_seconds=ttl_seconds, fast_completion=fast_completion, now=now, on_error=on_error, unknown=unknown,
             endpoint_options=dict(key_required=key_required, max_body_bytes=max_body_bytes,
                                   max_stored_bytes=max_stored_bytes, replay_headers=replay_headers,
-                                  strict_key_syntax=strict_key_syntax, retry_after_seconds=retry_after_seconds),
+                                  strict_key_syntax=strict_key_syntax, retry_after_seconds=retry_after_seconds,
+                                  wait_max_ms=wait_max_ms),
             allow_async=True)
         self._header = self.config.header_name.lower().encode("latin-1")
         self._serving: Set["asyncio.Task[Any]"] = set()

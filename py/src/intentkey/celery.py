@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _binding as b
+from ._watch import check_wait_max_ms
 from .aio import AsyncGuard
 from .claims import Guard, RunResult, in_flight_delivery
 from .errors import IntentkeyError
@@ -57,7 +58,8 @@ MARGIN_SECONDS = 0.25
 #: The keyword arguments the default intent reads, which are not part of the payload.
 INTENT_KWARGS = ("intent_id", "intent_epoch", "tenant_id")
 
-_OPTIONS = ("guard", "keyer", "intent", "tenant", "action", "lookup", "read_your_writes", "on_outcome", "margin_seconds")
+_OPTIONS = ("guard", "keyer", "intent", "tenant", "action", "lookup", "read_your_writes", "on_outcome", "margin_seconds",
+            "wait_max_ms")
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,8 @@ LookupFn = Callable[[str, Any], LookupAnswer]
 def once(*, guard: Union[Guard, AsyncGuard], keyer: Keyer, intent: Optional[IntentFn] = None, tenant: Optional[str] = None,
          action: Optional[str] = None, lookup: Optional[LookupFn] = None, read_your_writes: bool = False,
          on_outcome: Optional[Callable[[OutcomeEvent], None]] = None,
-         margin_seconds: float = MARGIN_SECONDS, **unknown: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         margin_seconds: float = MARGIN_SECONDS, wait_max_ms: Optional[int] = None,
+         **unknown: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorates a bound Celery task function so that its effect runs once per intent::
 
         @app.task(base=IntentTask, bind=True)
@@ -252,6 +255,10 @@ def once(*, guard: Union[Guard, AsyncGuard], keyer: Keyer, intent: Optional[Inte
     * ``read_your_writes``: the destination reads its own writes; only then
       does ``absent`` run the effect again (once).
     * ``on_outcome``: called with an :class:`OutcomeEvent` per delivery.
+    * ``wait_max_ms``: how long a delivery that finds its intent in flight
+      (another worker runs it, not yet stale) waits in the worker for that
+      run's answer before it is retried later (0 to 60000; default: the
+      guard's ``wait_max_ms``, itself 0).
     """
     b.no_unknown("intentkey.celery.once", unknown, _OPTIONS)
     if not isinstance(guard, (Guard, AsyncGuard)):
@@ -275,7 +282,7 @@ def once(*, guard: Union[Guard, AsyncGuard], keyer: Keyer, intent: Optional[Inte
     if isinstance(margin_seconds, bool) or not isinstance(margin_seconds, (int, float)) or margin_seconds < 0:
         raise IntentkeyError("invalid-argument", "margin_seconds", "margin_seconds must be a non-negative number")
 
-    runner = _Runner(guard)
+    runner = _Runner(guard, None if wait_max_ms is None else check_wait_max_ms(wait_max_ms))
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
@@ -300,8 +307,9 @@ class _Runner:
     asynchronous guard's runs in an event loop of its own (a Celery task is
     synchronous)."""
 
-    def __init__(self, guard: Union[Guard, AsyncGuard]):
+    def __init__(self, guard: Union[Guard, AsyncGuard], wait_max_ms: Optional[int] = None):
         self.guard = guard
+        self.wait_max_ms = wait_max_ms
         self._loops = threading.local()  # an asynchronous guard's event loop, one per worker thread
 
     def now(self) -> int:
@@ -310,14 +318,16 @@ class _Runner:
     def run(self, attempt: Attempt, effect: Callable[[str], Any], lookup: Callable[[str], Lookup],
             read_your_writes: bool) -> RunResult:
         if isinstance(self.guard, Guard):
-            return self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes)
+            return self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes,
+                                  wait_max_ms=self.wait_max_ms)
         # One loop per thread for the worker's life: an asynchronous store's
         # connections belong to the loop that opened them.
         loop = getattr(self._loops, "loop", None)
         if loop is None:
             loop = self._loops.loop = asyncio.new_event_loop()
         result: RunResult = loop.run_until_complete(
-            self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes))
+            self.guard.run(attempt, effect, lookup=lookup, read_your_writes=read_your_writes,
+                           wait_max_ms=self.wait_max_ms))
         return result
 
 

@@ -537,8 +537,9 @@ def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any]
                 if not rt.live(generation):
                     raise IntentkeyTrap("the instance running this flow was discarded (a trap in another call)")
                 step = b.unwrap_variant(advance(rt, store, lookup, flow, done))
-            if owned is not None and in_guest(store, rt) is not None:
-                notify(store, owned)  # finished inside the instance: its waiters are told here
+            if (owned is not None or step.tag == "done") and in_guest(store, rt) is not None:
+                # Finished (or settled by a recovery) inside the instance: its waiters are told here.
+                notify(store, owned or str(spec.attempt.key))
             if step.tag == "done":
                 return run_result(step.payload, result, value, error)
             op: Any = step.payload

@@ -31,7 +31,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from wasmtime.component import Variant
 
 from . import _binding as b
-from .claims import Guard, advance, claim_to_wit
+from ._watch import notify, watch_sync
+from .claims import Guard, advance, claim_to_wit, in_guest
 from .errors import IntentkeyError, IntentkeyTrap
 from .keys import Keyring, SecretInput, _policy
 from .types import Attempt, Claim, Finished, Reply, StoreError
@@ -56,17 +57,20 @@ class Options:
     key_required: bool
     max_body_bytes: int
     max_stored_bytes: int
+    #: How long a retry that finds its key in flight (same payload) waits for
+    #: the first attempt's answer, in milliseconds, before the 409 (0: no wait).
+    wait_max_ms: int = 0
 
     def _wit(self) -> Any:
         return b.record(profile=self.profile, strict_key_syntax=self.strict_key_syntax,
                         retry_after_seconds=self.retry_after_seconds, replay_headers=list(self.replay_headers),
                         key_required=self.key_required, max_body_bytes=self.max_body_bytes,
-                        max_stored_bytes=self.max_stored_bytes)
+                        max_stored_bytes=self.max_stored_bytes, wait_max_ms=self.wait_max_ms)
 
 
 #: The options a server may set, by name (anything else is ``invalid-argument``).
 OPTION_NAMES = ("strict_key_syntax", "retry_after_seconds", "replay_headers", "key_required", "max_body_bytes",
-                "max_stored_bytes")
+                "max_stored_bytes", "wait_max_ms")
 
 
 def default_options(profile: str = "ietf") -> Options:
@@ -76,7 +80,7 @@ def default_options(profile: str = "ietf") -> Options:
     r = b.runtime("pure").call(b.HTTP, "default-options", profile)
     return Options(r.profile, b.get(r, "strict_key_syntax"), b.get(r, "retry_after_seconds"),
                    tuple(b.get(r, "replay_headers")), b.get(r, "key_required"), b.get(r, "max_body_bytes"),
-                   b.get(r, "max_stored_bytes"))
+                   b.get(r, "max_stored_bytes"), b.get(r, "wait_max_ms"))
 
 
 def default_methods() -> Tuple[str, ...]:
@@ -100,8 +104,8 @@ def options_for(profile: str, overrides: Mapping[str, Any]) -> Options:
             continue
         if name in ("strict_key_syntax", "key_required"):
             changes[name] = _checked(name, value, bool)
-        elif name == "retry_after_seconds":
-            changes[name] = b.uint(name, value, 32)
+        elif name in ("retry_after_seconds", "wait_max_ms"):
+            changes[name] = b.uint(name, value, 32)  # the wait's bound is the core's (checked when the endpoint is made)
         elif name in ("max_body_bytes", "max_stored_bytes"):
             changes[name] = b.uint(name, value, 64)
         elif name == "replay_headers":
@@ -177,7 +181,9 @@ class Served:
     framework answers the raised error) and ``UNGUARDED`` (run the handler
     unguarded). ``finished``: what finishing the record did. ``claim_failure``
     and ``finish_failures``: the store failures met, for the host to report.
-    ``ran``: whether the handler ran; ``handler_error``: what it raised."""
+    ``ran``: whether the handler ran; ``handler_error``: what it raised.
+    ``waited_ms``: how long the request waited for the first attempt
+    (``wait_max_ms``; 0: it did not wait)."""
 
     path: ServePath
     reply: Optional[Reply]
@@ -188,6 +194,7 @@ class Served:
     ran: bool = False
     handler_reply: Optional[Reply] = None
     handler_error: Optional[BaseException] = None
+    waited_ms: int = 0
 
 
 def _store_failure(v: Any) -> StoreError:
@@ -203,6 +210,8 @@ class Endpoint:
     Give exactly one of ``secret`` and ``keyring``. ``profile``: ``ietf``,
     ``stripe`` or ``ofb``; the profile's options (:data:`OPTION_NAMES`) may
     be overridden by name, and an unknown name is ``invalid-argument``.
+    ``wait_max_ms`` (0 to 60000, default 0): how long a retry that finds its
+    key in flight waits for the first attempt's answer before the 409.
     ``policies`` maps ``"METHOD route"`` to a policy (JSON text or a dict)
     whose ignored fields leave that route's fingerprints."""
 
@@ -218,16 +227,24 @@ class Endpoint:
         # The create calls capture locals only: a closure over self would
         # make a reference cycle, and the garbage collector may then close
         # the guest handle before its drop is queued.
-        if keyring is not None:
-            names, secrets = keyring._parts()
-            window = None if keyring.window_seconds is None else b.s64("window_seconds", keyring.window_seconds)
-            self._guest = b.GuestResource(rt, secrets, lambda ids: rt.call(
-                b.HTTP, "[static]endpoint.create-keyring", b.keyring_entries(rt, names, ids), window, wit_options, checked))
-        else:
-            assert secret is not None
-            one = b.secret_bytes("secret", secret)
-            self._guest = b.GuestResource(rt, [one], lambda ids: rt.call(
-                b.HTTP, "[static]endpoint.create", ids[0], wit_options, checked))
+        try:
+            if keyring is not None:
+                names, secrets = keyring._parts()
+                window = None if keyring.window_seconds is None else b.s64("window_seconds", keyring.window_seconds)
+                self._guest = b.GuestResource(rt, secrets, lambda ids: rt.call(
+                    b.HTTP, "[static]endpoint.create-keyring", b.keyring_entries(rt, names, ids), window, wit_options,
+                    checked))
+            else:
+                assert secret is not None
+                one = b.secret_bytes("secret", secret)
+                self._guest = b.GuestResource(rt, [one], lambda ids: rt.call(
+                    b.HTTP, "[static]endpoint.create", ids[0], wit_options, checked))
+        except IntentkeyError as e:
+            if e.field in _WIT_OPTION_FIELDS and type(e) is IntentkeyError:
+                # The core's check of an option, named as Python spells it.
+                name = _WIT_OPTION_FIELDS[e.field]
+                raise IntentkeyError(e.code, name, e.message.replace(str(e.field), name)) from None
+            raise
         self._header = str(self._call("header-name"))
 
     def __repr__(self) -> str:
@@ -279,7 +296,10 @@ class Endpoint:
         the key: a :class:`Reply` is its answer, :class:`Raised` an error with
         an HTTP status, an exception a failure (the record stays in flight,
         the client gets 500). ``sleep(seconds)`` is the pause before a
-        completion the store could not take is tried again."""
+        completion the store could not take is tried again, and the wait of a
+        retry for the first attempt (``wait_max_ms``) with a store that
+        cannot tell when a record changed; a store that can (the memory and
+        SQL stores, for their own writes) wakes it early."""
         rt = self._rt
         if not isinstance(guard, Guard):
             raise IntentkeyError("invalid-argument", "guard",
@@ -296,25 +316,34 @@ class Endpoint:
         handler_reply: Optional[Reply] = None
         handler_error: Optional[BaseException] = None
         done: Optional[Variant] = None
+        owned: Optional[str] = None  # the key this request owns, once its handler ran
+        store = guard.store
         try:
             while True:
+                since = time.monotonic()
                 with rt.lock:
                     if not rt.live(generation):
                         raise IntentkeyTrap("the instance serving this request was discarded (a trap in another call)")
-                    step = b.unwrap_variant(advance(rt, guard.store, None, flow, done))
+                    step = b.unwrap_variant(advance(rt, store, None, flow, done))
+                if owned is not None and in_guest(store, rt) is not None:
+                    notify(store, owned)  # finished inside the instance: its waiters are told here
                 if step.tag == "done":
                     if step.payload.tag != "served":
                         raise IntentkeyTrap(f"the serve flow answered {step.payload.tag!r}, not served")
                     return _served(step.payload.payload, ran, handler_reply, handler_error)
                 op: Any = step.payload
                 if op.tag == "effect":
-                    ran = True
+                    ran, owned = True, str(op.payload)
                     handled, handler_reply, handler_error = _run_handler(handler, op.payload)
                     ended = started if now is not None else int(clock())
                     done = Variant("handled", b.record(handled=handled, now=ended))
                 elif op.tag == "wait":
                     sleep(op.payload / 1000)
                     done = Variant("waited")
+                elif op.tag == "watch":  # the key is in flight: wait for its first attempt, as the core says
+                    elapsed = watch_sync(store, str(op.payload.key), int(op.payload.ms), since, sleep)
+                    ended = started if now is not None else int(clock())
+                    done = Variant("watched", b.record(elapsed_ms=elapsed, now=ended))
                 else:
                     raise IntentkeyTrap(f"the serve flow asked the host for {op.tag!r}, which it never does")
         finally:
@@ -329,6 +358,10 @@ class Endpoint:
 
     def __exit__(self, *_exc: Any) -> None:
         self.close()
+
+
+#: The endpoint options the core checks, by their WIT name: the Python name.
+_WIT_OPTION_FIELDS = {"wait-max-ms": "wait_max_ms"}
 
 
 def _now(now: Optional[int]) -> int:
@@ -376,4 +409,5 @@ def _served(rec: Any, ran: bool, handler_reply: Optional[Reply], handler_error: 
         ran=ran,
         handler_reply=handler_reply,
         handler_error=handler_error,
+        waited_ms=int(b.get(rec, "waited_ms")),
     )

@@ -46,6 +46,7 @@ from typing import Any, Awaitable, Callable, List, Optional, Union
 from wasmtime.component import Variant
 
 from . import _binding as b
+from ._watch import check_wait_max_ms
 from .aio import AsyncGuard
 from .claims import Guard, RunResult
 from .errors import IntentkeyError, IntentkeyTrap
@@ -55,6 +56,7 @@ from .types import Absent, Attempt, Found, Lookup, Recovery, RecoveryState, Refu
 __all__ = ["AsyncJournal", "Journal", "JournalEvent", "StepInFlight"]
 
 _U32_MAX = (1 << 32) - 1
+_OPTIONS = ("run", "max_output_bytes", "observe", "wait_max_ms")
 
 
 class StepInFlight(IntentkeyError):
@@ -99,7 +101,7 @@ class _Core:
     """What the sync and async journals share: checks, outputs and answers."""
 
     def __init__(self, keyer: Keyer, run: Run, max_output_bytes: Optional[int],
-                 observe: Optional[Callable[[JournalEvent], None]]):
+                 observe: Optional[Callable[[JournalEvent], None]], wait_max_ms: Optional[int] = None):
         if not isinstance(keyer, Keyer):
             raise IntentkeyError("invalid-argument", "keyer", f"a journal needs an intentkey.Keyer, not {type(keyer).__name__}")
         if not isinstance(run, Run):
@@ -110,6 +112,9 @@ class _Core:
                                  f"max_output_bytes must be a whole number of bytes, at most {_U32_MAX}")
         if observe is not None and not callable(observe):
             raise IntentkeyError("invalid-argument", "observe", "observe must be a function (event) -> None")
+        #: How long a step or tool call another attempt is running waits for
+        #: its output before :class:`StepInFlight` (``None``: the guard's).
+        self.wait_max_ms = None if wait_max_ms is None else check_wait_max_ms(wait_max_ms)
         self.keyer = keyer
         self.run = run
         self.max_output_bytes = max_output_bytes
@@ -199,16 +204,20 @@ class Journal(_Core):
 
     ``max_output_bytes``: the largest output recorded, in bytes of JSON
     (default 1 MiB; larger raises ``step-output-too-large``). ``observe``:
-    told a :class:`JournalEvent` for every step and tool call."""
+    told a :class:`JournalEvent` for every step and tool call.
+    ``wait_max_ms`` (0 to 60000; default: the guard's): how long a step or
+    tool call that another attempt of the run is running waits for its
+    output (replayed when it comes) before :class:`StepInFlight`."""
 
     def __init__(self, guard: Guard, keyer: Keyer, *, run: Run, max_output_bytes: Optional[int] = None,
-                 observe: Optional[Callable[[JournalEvent], None]] = None, **unknown: Any):
-        b.no_unknown("intentkey.journal.Journal", unknown)
+                 observe: Optional[Callable[[JournalEvent], None]] = None, wait_max_ms: Optional[int] = None,
+                 **unknown: Any):
+        b.no_unknown("intentkey.journal.Journal", unknown, _OPTIONS)
         if isinstance(guard, AsyncGuard):
             raise IntentkeyError("invalid-argument", "guard", "an AsyncGuard takes intentkey.journal.AsyncJournal")
         if not isinstance(guard, Guard):
             raise IntentkeyError("invalid-argument", "guard", f"a journal runs over an intentkey.Guard, not {type(guard).__name__}")
-        super().__init__(keyer, run, max_output_bytes, observe)
+        super().__init__(keyer, run, max_output_bytes, observe, wait_max_ms)
         self.guard = guard
 
     def step(self, name: str, fn: Callable[[], Any], input: Any = None) -> Any:
@@ -234,7 +243,8 @@ class Journal(_Core):
                 failure.append(exc)
                 return Refused(None)
 
-        r = self.guard.run(attempt, effect, lookup=_absent, read_your_writes=True, kind="step")
+        r = self.guard.run(attempt, effect, lookup=_absent, read_your_writes=True, kind="step",
+                            wait_max_ms=self.wait_max_ms)
         if failure:
             raise failure[0]
         return self.answer("step", name, attempt, r)
@@ -271,7 +281,8 @@ class Journal(_Core):
             ask = asked
 
         try:
-            r = self.guard.run(attempt, effect, lookup=ask, read_your_writes=read_your_writes, kind="tool-call")
+            r = self.guard.run(attempt, effect, lookup=ask, read_your_writes=read_your_writes, kind="tool-call",
+                                wait_max_ms=self.wait_max_ms)
         except _Unrecordable as exc:
             raise exc.error from None
         return self.answer("tool-call", tool, attempt, r)
@@ -287,12 +298,13 @@ class AsyncJournal(_Core):
     functions."""
 
     def __init__(self, guard: AsyncGuard, keyer: Keyer, *, run: Run, max_output_bytes: Optional[int] = None,
-                 observe: Optional[Callable[[JournalEvent], None]] = None, **unknown: Any):
-        b.no_unknown("intentkey.journal.AsyncJournal", unknown)
+                 observe: Optional[Callable[[JournalEvent], None]] = None, wait_max_ms: Optional[int] = None,
+                 **unknown: Any):
+        b.no_unknown("intentkey.journal.AsyncJournal", unknown, _OPTIONS)
         if not isinstance(guard, AsyncGuard):
             raise IntentkeyError("invalid-argument", "guard",
                                  f"an AsyncJournal runs over an intentkey.aio.AsyncGuard, not {type(guard).__name__}")
-        super().__init__(keyer, run, max_output_bytes, observe)
+        super().__init__(keyer, run, max_output_bytes, observe, wait_max_ms)
         self.guard = guard
 
     async def step(self, name: str, fn: Callable[[], Union[Any, Awaitable[Any]]], input: Any = None) -> Any:
@@ -313,7 +325,8 @@ class AsyncJournal(_Core):
                 failure.append(exc)
                 return Refused(None)
 
-        r = await self.guard.run(attempt, effect, lookup=_absent, read_your_writes=True, kind="step")
+        r = await self.guard.run(attempt, effect, lookup=_absent, read_your_writes=True, kind="step",
+                            wait_max_ms=self.wait_max_ms)
         if failure:
             raise failure[0]
         return self.answer("step", name, attempt, r)
@@ -344,7 +357,8 @@ class AsyncJournal(_Core):
             ask = asked
 
         try:
-            r = await self.guard.run(attempt, effect, lookup=ask, read_your_writes=read_your_writes, kind="tool-call")
+            r = await self.guard.run(attempt, effect, lookup=ask, read_your_writes=read_your_writes, kind="tool-call",
+                                wait_max_ms=self.wait_max_ms)
         except _Unrecordable as exc:
             raise exc.error from None
         return self.answer("tool-call", tool, attempt, r)

@@ -66,6 +66,8 @@ __all__ = [
     "migrations",
     "migrations_table",
     "redis_batch",
+    "redis_channel",
+    "redis_channels",
     "redis_check_layout",
     "redis_check_replicas",
     "redis_cluster_buckets",
@@ -517,6 +519,19 @@ def redis_cluster_buckets() -> int:
 def redis_record_key(layout: Union[RedisLayout, str], key: str) -> str:
     """The Redis key that holds record `key` (the key a ``GET`` reads)."""
     return str(_call("redis-record-key", _layout(layout), b.text("key", key)))
+
+
+def redis_channel(layout: Union[RedisLayout, str], key: str) -> str:
+    """The sharded pub/sub channel on which the writes of record `key`
+    (completion, release, recovery) publish its key: ``SSUBSCRIBE`` to it to
+    wake the record's waiters."""
+    return str(_call("redis-channel", _layout(layout), b.text("key", key)))
+
+
+def redis_channels(layout: Union[RedisLayout, str]) -> List[str]:
+    """Every bucket's change channel, in bucket order (one on one server):
+    a process that wakes waiters ``SSUBSCRIBE``s to them all once."""
+    return [str(c) for c in _call("redis-channels", _layout(layout))]
 
 
 def redis_insert(layout: Union[RedisLayout, str], record: StoredRecord) -> RedisCall:

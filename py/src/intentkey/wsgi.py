@@ -81,7 +81,9 @@ class IdempotencyMiddleware:
     :class:`intentkey.asgi.IdempotencyMiddleware` (``tenant`` and ``route``
     are functions of the environ), with a synchronous store. The owner's
     application finds :class:`Idempotency` under
-    ``environ["intentkey.idempotency"]``."""
+    ``environ["intentkey.idempotency"]``. With ``wait_max_ms`` a retry
+    that finds its key in flight waits in its worker thread (woken early by
+    the memory and SQL stores' own writes)."""
 
     def __init__(self, app: WSGIApp, *, secret: Optional[SecretInput] = None, keyring: Optional[Keyring] = None,
                  store: Any = None, profile: str = "ietf",
@@ -93,7 +95,7 @@ class IdempotencyMiddleware:
                  on_error: Optional[OnError] = None, key_required: Optional[bool] = None,
                  max_body_bytes: Optional[int] = None, max_stored_bytes: Optional[int] = None,
                  replay_headers: Optional[Sequence[str]] = None, strict_key_syntax: Optional[bool] = None,
-                 retry_after_seconds: Optional[int] = None, **unknown: Any):
+                 retry_after_seconds: Optional[int] = None, wait_max_ms: int = 0, **unknown: Any):
         self.app = app
         self.config: Config = configure(
             "intentkey.wsgi.IdempotencyMiddleware", secret=secret, keyring=keyring, store=store, profile=profile,
@@ -101,7 +103,8 @@ class IdempotencyMiddleware:
             ttl_seconds=ttl_seconds, fast_completion=fast_completion, now=now, on_error=on_error, unknown=unknown,
             endpoint_options=dict(key_required=key_required, max_body_bytes=max_body_bytes,
                                   max_stored_bytes=max_stored_bytes, replay_headers=replay_headers,
-                                  strict_key_syntax=strict_key_syntax, retry_after_seconds=retry_after_seconds),
+                                  strict_key_syntax=strict_key_syntax, retry_after_seconds=retry_after_seconds,
+                                  wait_max_ms=wait_max_ms),
             allow_async=False)
         self._environ_key = "HTTP_" + self.config.header_name.upper().replace("-", "_")
 

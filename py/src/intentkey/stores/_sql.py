@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from typing import Any, List, Optional, Sequence, TypeVar
 
 from .. import schema as sch
+from .._watch import Changes
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord
 
@@ -36,7 +37,14 @@ class SqlStore(ABC):
     (:mod:`intentkey.schema`), run by the store's :meth:`_execute`; the rows
     are decoded by the core. A store refines an operation by overriding it
     (MySQL checks a key's length before the insert) or by naming another
-    statement for a completion (:meth:`_complete_statement`)."""
+    statement for a completion (:meth:`_complete_statement`).
+
+    A write that changed a record (a completion, a release, a recovery's
+    replacement) wakes this store's waiters in this process (``wait_max_ms``):
+    :meth:`_wrote`, which a store extends to tell other processes."""
+
+    #: The store's in-process notifier of record changes (made by the store's constructor).
+    _changes: Changes
 
     @abstractmethod
     def _execute(self, name: str, params: Sequence[sch.SqlValue], rows: bool) -> Any:
@@ -64,14 +72,30 @@ class SqlStore(ABC):
         found = self._records("get", sch.sql_get_params(key))
         return found[0] if found else None
 
+    def _wrote(self, key: str) -> None:
+        """Record `key` changed: its waiters in this process look again."""
+        changes = getattr(self, "_changes", None)
+        if changes is not None:
+            changes.notify(key)
+
+    def _written(self, key: str, changed: int) -> bool:
+        if changed == 1:
+            self._wrote(key)
+        return changed == 1
+
     def complete(self, completion: Completion) -> bool:
-        return self._changed(self._complete_statement(completion), sch.sql_complete_params(completion)) == 1
+        changed = self._changed(self._complete_statement(completion), sch.sql_complete_params(completion))
+        return self._written(completion.key, changed)
 
     def replace(self, replacement: Replacement) -> bool:
-        return self._changed("replace", sch.sql_replace_params(replacement)) == 1
+        return self._written(replacement.record.key, self._changed("replace", sch.sql_replace_params(replacement)))
 
     def release(self, request: ReleaseRequest) -> bool:
-        return self._changed("release", sch.sql_release_params(request)) == 1
+        return self._written(request.key, self._changed("release", sch.sql_release_params(request)))
+
+    def watch(self, key: str, ms: int) -> None:
+        """Returns when this store writes record `key`, or after `ms` milliseconds."""
+        self._changes.wait(key, ms / 1000)
 
     def list(self, status: Status, limit: int) -> List[StoredRecord]:
         if limit <= 0:

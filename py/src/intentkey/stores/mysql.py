@@ -44,6 +44,7 @@ from pymysql.constants import CLIENT
 
 from .. import _binding as b
 from .. import schema as sch
+from .._watch import Changes
 from ..errors import IntentkeyError
 from ..types import StoredRecord, StoreError
 from ._sql import SqlStore, check_schema, first_int
@@ -227,6 +228,7 @@ class MySQLStore(SqlStore):
         b.no_unknown("intentkey.stores.mysql.MySQLStore", unknown,
                      ("url", "connect", "schema", "connect_timeout", "max_size", "timeout"))
         self.schema = check_schema(schema)
+        self._changes = Changes()  # its own writes wake its waiters (wait_max_ms)
         connect_timeout = b.positive_seconds("connect_timeout", connect_timeout)
         self._timeout = b.positive_seconds("timeout", timeout)
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:

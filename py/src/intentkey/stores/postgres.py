@@ -19,11 +19,25 @@ With ``schema="name"`` the tables live in that (existing) schema and every
 statement names them qualified; without it they are found through the
 connection's ``search_path``, as the Rust host's
 ``postgres://…?options=-csearch_path%3Dname`` finds them.
+
+Waiting for the first attempt (``wait_max_ms``): a store's own writes wake
+its waiters in this process. With ``notify=True`` a write that changed a
+record (a completion, a release, a recovery's replacement) also sends the
+core's ``notify`` statement (``pg_notify`` on the core's channel, the
+record's key as payload), one more round trip per such write. An
+:class:`AsyncPostgresStore` that has waiters keeps one connection of its
+own (outside the pool) that runs the core's ``listen`` statement and wakes
+them on every notification, whoever wrote; it reconnects when the
+connection is lost (every waiter looks again then). Given an open
+connection rather than a connection string or a pool, it cannot open one:
+the writes of other processes are then seen at the core's next re-check.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -33,6 +47,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .. import _binding as b
 from .. import schema as sch
+from .._watch import Changes
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
 from ._sql import SqlStore
@@ -45,6 +60,20 @@ __all__ = ["AsyncPostgresStore", "PostgresStore"]
 DEFAULT_TIMEOUT = 10.0
 
 _RETRYABLE_STATES = ("53300", "40001", "40P01")
+
+#: Seconds before the listening connection is opened again after it failed (doubling up to the longest).
+LISTEN_RETRY_FIRST = 0.2
+LISTEN_RETRY_LONGEST = 5.0
+#: TCP keepalives of the listening connection, so that a connection gone silent is noticed.
+_LISTEN_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+log = logging.getLogger("intentkey")
+
+
+def _check_notify(notify: Any) -> bool:
+    if not isinstance(notify, bool):
+        raise IntentkeyError("invalid-argument", "notify", f"notify must be bool, not {type(notify).__name__}")
+    return notify
 
 
 def _failure(e: BaseException) -> StoreError:
@@ -97,11 +126,18 @@ class PostgresStore(SqlStore):
     `max_size` autocommit connections and :meth:`close` closes it), a
     ``psycopg_pool.ConnectionPool`` or an open ``psycopg.Connection`` (the
     caller keeps either). `schema`: the tables' schema (must exist).
-    `timeout`: how long an owned pool waits for a connection."""
+    `timeout`: how long an owned pool waits for a connection. `notify`:
+    send the core's ``notify`` after each write that changed a record, so
+    that the waiters of other processes (an :class:`AsyncPostgresStore`
+    listening) wake at once."""
 
     def __init__(self, conninfo_or_pool: Union[str, "ConnectionPool[Any]", "psycopg.Connection[Any]"],
-                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
-        b.no_unknown("intentkey.stores.postgres.PostgresStore", unknown)
+                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT,
+                 notify: bool = False, **unknown: Any):
+        b.no_unknown("intentkey.stores.postgres.PostgresStore", unknown,
+                     ("schema", "max_size", "timeout", "notify"))
+        self.notify = _check_notify(notify)
+        self._changes = Changes()
         self.schema = _check_schema(schema)
         self._statements = sch.sql_statements("postgres", self.schema)
         self._pool, self._conn, self._owned = _connect(
@@ -170,6 +206,14 @@ class PostgresStore(SqlStore):
     def _complete_statement(self, completion: Completion) -> str:
         return _complete_name(completion, self._statements)
 
+    def _wrote(self, key: str) -> None:
+        super()._wrote(key)
+        if self.notify and "notify" in self._statements:
+            try:
+                self._execute("notify", [key], False)
+            except StoreError as e:  # the write stands; the waiters elsewhere look again at their next re-check
+                log.warning("intentkey: postgres: the notification of a changed record was not sent: %s", e)
+
     def close(self) -> None:
         """Closes the pool if this store made it."""
         if self._owned and self._pool is not None and self._opened:
@@ -183,18 +227,33 @@ class AsyncPostgresStore:
     ``AsyncConnectionPool`` of autocommit connections, opened on first use;
     :meth:`close` closes it), a ``psycopg_pool.AsyncConnectionPool`` or an
     open ``psycopg.AsyncConnection`` (the caller keeps either). As
-    :class:`PostgresStore` otherwise."""
+    :class:`PostgresStore` otherwise (``notify`` included).
+
+    A retry waiting for the first attempt (``wait_max_ms``) is woken by this
+    store's own writes, and, once anything waits, by a listening connection
+    of the store's own (the core's ``listen`` statement): the notifications
+    of every writer that sends them (``notify=True``, in any process or
+    language). :meth:`close` closes it."""
 
     def __init__(self, conninfo_or_pool: Union[str, "AsyncConnectionPool[Any]", "psycopg.AsyncConnection[Any]"],
-                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT, **unknown: Any):
-        b.no_unknown("intentkey.stores.postgres.AsyncPostgresStore", unknown)
+                 schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT,
+                 notify: bool = False, **unknown: Any):
+        b.no_unknown("intentkey.stores.postgres.AsyncPostgresStore", unknown,
+                     ("schema", "max_size", "timeout", "notify"))
+        self.notify = _check_notify(notify)
+        self._changes = Changes()
         self.schema = _check_schema(schema)
         self._statements = sch.sql_statements("postgres", self.schema)
         self._pool, self._conn, self._owned = _connect(
             "AsyncPostgresStore", conninfo_or_pool, AsyncConnectionPool, psycopg.AsyncConnection, max_size, timeout)
+        self._given = conninfo_or_pool if isinstance(conninfo_or_pool, str) else None
+        self._timeout = timeout
         self._lock: Optional[asyncio.Lock] = None
         self._migrated = False
         self._opened = False
+        self._listener: Optional["asyncio.Task[None]"] = None
+        self._listener_lock = threading.Lock()
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"AsyncPostgresStore(schema={self.schema!r}, owned={self._owned})"
@@ -264,6 +323,19 @@ class AsyncPostgresStore:
     async def _records(self, name: str, params: Sequence[Any]) -> List[StoredRecord]:
         return [sch.sql_decode_row(row) for row in await self._execute(name, params, True)]
 
+    async def _written(self, key: str, changed: int) -> bool:
+        """A write that changed record `key` wakes its waiters: here, and
+        (``notify``) in every process listening."""
+        if changed != 1:
+            return False
+        self._changes.notify(key)
+        if self.notify and "notify" in self._statements:
+            try:
+                await self._execute("notify", [key], False)
+            except StoreError as e:  # the write stands; the waiters elsewhere look again at their next re-check
+                log.warning("intentkey: postgres: the notification of a changed record was not sent: %s", e)
+        return True
+
     async def insert(self, record: StoredRecord) -> bool:
         return await self._changed("insert", sch.sql_insert_params(record)) == 1
 
@@ -273,13 +345,108 @@ class AsyncPostgresStore:
 
     async def complete(self, completion: Completion) -> bool:
         name = _complete_name(completion, self._statements)
-        return await self._changed(name, sch.sql_complete_params(completion)) == 1
+        return await self._written(completion.key, await self._changed(name, sch.sql_complete_params(completion)))
 
     async def replace(self, replacement: Replacement) -> bool:
-        return await self._changed("replace", sch.sql_replace_params(replacement)) == 1
+        changed = await self._changed("replace", sch.sql_replace_params(replacement))
+        return await self._written(replacement.record.key, changed)
 
     async def release(self, request: ReleaseRequest) -> bool:
-        return await self._changed("release", sch.sql_release_params(request)) == 1
+        return await self._written(request.key, await self._changed("release", sch.sql_release_params(request)))
+
+    async def watch(self, key: str, ms: int) -> None:
+        """Returns when record `key` changes (a write of this store, or a
+        notification), or after `ms` milliseconds."""
+        await self._wake_ready()
+        await self._changes.wait_async(key, ms / 1000)
+
+    # -- the listening connection ------------------------------------------------------------
+
+    def listening(self) -> bool:
+        """Whether the listening connection's task is running (it may be between connections)."""
+        task = self._listener
+        return task is not None and not task.done()
+
+    async def _wake_ready(self) -> None:
+        """Starts the listening connection on this event loop, unless it
+        runs already or the store cannot open one (given a connection)."""
+        if self._closed or "listen" not in self._statements or (self._given is None and self._pool is None):
+            return
+        with self._listener_lock:
+            task = self._listener
+            if task is not None and not task.done():
+                return
+            self._listener = asyncio.get_running_loop().create_task(self._listen(), name="intentkey-postgres-listen")
+
+    async def _listen_target(self) -> Tuple[str, Dict[str, Any]]:
+        """The connection string and keyword arguments of the listening
+        connection: the store's own, or its pool's."""
+        if self._given is not None:
+            conninfo: Any = self._given
+            kwargs: Any = {}
+        else:
+            assert self._pool is not None
+            conninfo, kwargs = self._pool.conninfo, self._pool.kwargs
+            if callable(conninfo):
+                conninfo = conninfo()
+            if inspect.isawaitable(conninfo):
+                conninfo = await conninfo
+            if callable(kwargs):
+                kwargs = kwargs()
+            if inspect.isawaitable(kwargs):
+                kwargs = await kwargs
+        arguments: Dict[str, Any] = dict(_LISTEN_KEEPALIVES)
+        arguments.update(kwargs or {})
+        arguments["autocommit"] = True
+        return str(conninfo or ""), arguments
+
+    async def _listen(self) -> None:
+        """The listening connection's life: connect, run the core's
+        ``listen`` statement, wake every waiter (what changed while nobody
+        listened is unknown), then wake the waiters of each key notified;
+        on a failure, connect again after a pause."""
+        delay = LISTEN_RETRY_FIRST
+        listen = self._statements["listen"].text
+        while not self._closed:
+            conn: Optional["psycopg.AsyncConnection[Any]"] = None
+            try:
+                conninfo, kwargs = await self._listen_target()
+                conn = await asyncio.wait_for(psycopg.AsyncConnection.connect(conninfo, **kwargs), self._timeout)
+                await conn.execute(listen)
+                self._changes.notify_all()
+                delay = LISTEN_RETRY_FIRST
+                async for note in conn.notifies():
+                    self._changes.notify(note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the waiters fall back on the core's re-checks meanwhile
+                if not self._closed:
+                    log.warning("intentkey: postgres: the listening connection failed (%s); again in %.1f s",
+                                _failure(e).message, delay)
+            finally:
+                if conn is not None:
+                    try:
+                        await conn.close()
+                    except Exception:
+                        pass
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, LISTEN_RETRY_LONGEST)
+
+    async def _stop_listening(self) -> None:
+        with self._listener_lock:
+            task, self._listener = self._listener, None
+        if task is None or task.done():
+            return
+        loop = task.get_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - close() is a coroutine
+            running = None
+        if loop is running:
+            task.cancel()
+            await asyncio.wait({task})  # ended; a cancellation of this close itself still propagates
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
 
     async def list(self, status: Status, limit: int) -> List[StoredRecord]:
         if limit <= 0:
@@ -290,7 +457,9 @@ class AsyncPostgresStore:
         return await self._changed("purge", sch.sql_purge_params(now))
 
     async def close(self) -> None:
-        """Closes the pool if this store made it."""
+        """Closes the listening connection, and the pool if this store made it."""
+        self._closed = True
+        await self._stop_listening()
         if self._owned and self._pool is not None and self._opened:
             await self._pool.close()
 

@@ -24,12 +24,23 @@ so each script touches one slot and redis-py routes it by its first key;
 listing and purging send one call per bucket. With ``wait=N`` a write that
 wrote is followed by ``WAIT N timeout`` on the connection that carried it,
 and the core judges the count.
+
+Waiting for the first attempt (``wait_max_ms``): the core's completion,
+release and recovery scripts publish the key they changed on their bucket's
+change channel (``SPUBLISH``, sharded pub/sub). An :class:`AsyncRedisStore`
+that has waiters keeps one pub/sub connection subscribed (``SSUBSCRIBE``) to
+every channel of :func:`~intentkey.schema.redis_channels` and wakes the
+waiters of each key published, whoever wrote it (any process, any
+language); it subscribes again when the connection is lost (every waiter
+looks again then). The sync :class:`RedisStore` does not listen: its waiters
+sleep the core's intervals.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import os
 import re
 import threading
@@ -47,6 +58,7 @@ from redis import exceptions as rx
 from .. import _binding as b
 from .. import _packed
 from .. import schema as sch
+from .._watch import Changes
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
 
@@ -70,6 +82,16 @@ _RETRYABLE_REPLY = re.compile(r"^(LOADING|BUSY|TRYAGAIN|READONLY|MASTERDOWN|CLUS
 _UNAVAILABLE_REPLIES = (rx.ReadOnlyError, rx.AskError, rx.TryAgainError, rx.ClusterDownError)
 #: What redis-py raises: its errors, the cluster client's own (not RedisErrors), socket errors.
 _DRIVER_ERRORS = (rx.RedisError, rx.RedisClusterException, OSError)
+
+#: Seconds before the change subscription is made again after it failed (doubling up to the longest).
+LISTEN_RETRY_FIRST = 0.2
+LISTEN_RETRY_LONGEST = 5.0
+#: Seconds one read of the subscription waits for a message (one server; on
+#: a cluster, each node's connection in turn waits this long at most).
+_LISTEN_READ = 1.0
+_LISTEN_READ_CLUSTER = 0.05
+
+log = logging.getLogger("intentkey")
 
 
 def _failure(e: BaseException, secret: Optional[str] = None) -> StoreError:
@@ -678,6 +700,10 @@ class AsyncRedisStore(_Common):
         self.client: Any = opened.client if opened.make is None else opened.make()
         self._ready = not self.cluster
         self._ready_lock: Optional[asyncio.Lock] = None
+        self._changes = Changes()
+        self._listener: Optional["asyncio.Task[None]"] = None
+        self._listener_lock = threading.Lock()
+        self._closed = False
 
     async def _client(self) -> Any:
         """The client, a cluster's read its slots first, once, by one task:
@@ -792,13 +818,95 @@ class AsyncRedisStore(_Common):
         return None if value is None else sch.redis_decode(key, value)
 
     async def complete(self, completion: Completion) -> bool:
-        return await self._write(sch.redis_complete(self.layout, completion))
+        return self._wrote(completion.key, await self._write(sch.redis_complete(self.layout, completion)))
 
     async def replace(self, replacement: Replacement) -> bool:
-        return await self._write(sch.redis_replace(self.layout, replacement))
+        return self._wrote(replacement.record.key, await self._write(sch.redis_replace(self.layout, replacement)))
 
     async def release(self, request: ReleaseRequest) -> bool:
-        return await self._write(sch.redis_release(self.layout, request))
+        return self._wrote(request.key, await self._write(sch.redis_release(self.layout, request)))
+
+    def _wrote(self, key: str, written: bool) -> bool:
+        """A write of this store changed record `key`: its waiters here look
+        again at once (the script's ``SPUBLISH`` tells everyone else)."""
+        if written:
+            self._changes.notify(key)
+        return written
+
+    async def watch(self, key: str, ms: int) -> None:
+        """Returns when record `key` changes (a write published on its
+        bucket's change channel), or after `ms` milliseconds."""
+        await self._wake_ready()
+        await self._changes.wait_async(key, ms / 1000)
+
+    # -- the change subscription ----------------------------------------------------------------
+
+    def listening(self) -> bool:
+        """Whether the subscription's task is running (it may be between connections)."""
+        task = self._listener
+        return task is not None and not task.done()
+
+    async def _wake_ready(self) -> None:
+        """Starts the change subscription on this event loop, unless it runs already."""
+        if self._closed:
+            return
+        with self._listener_lock:
+            task = self._listener
+            if task is not None and not task.done():
+                return
+            self._listener = asyncio.get_running_loop().create_task(self._listen(), name="intentkey-redis-listen")
+
+    async def _listen(self) -> None:
+        """The subscription's life: ``SSUBSCRIBE`` to every bucket's change
+        channel, wake every waiter (what changed while nobody listened is
+        unknown), then wake the waiters of each key published; on a failure,
+        subscribe again after a pause."""
+        channels = sch.redis_channels(self.layout)
+        delay = LISTEN_RETRY_FIRST
+        while not self._closed:
+            pubsub: Any = None
+            try:
+                client = await self._client()
+                pubsub = client.pubsub()
+                await pubsub.ssubscribe(*channels)
+                self._changes.notify_all()
+                delay = LISTEN_RETRY_FIRST
+                while True:
+                    if self.cluster:
+                        message = await pubsub.get_sharded_message(ignore_subscribe_messages=True,
+                                                                   timeout=_LISTEN_READ_CLUSTER)
+                        if message is None:
+                            await asyncio.sleep(0.005)  # every node's connection was read: none had a message
+                    else:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_LISTEN_READ)
+                    if message is not None and _text(message.get("type")) == "smessage":
+                        self._changes.notify(_text(message.get("data")))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the waiters fall back on the core's re-checks meanwhile
+                if not self._closed:
+                    log.warning("intentkey: redis: the change subscription failed (%s); again in %.1f s",
+                                self._fail(e).message, delay)
+            finally:
+                if pubsub is not None:
+                    try:
+                        await pubsub.aclose()
+                    except Exception:
+                        pass
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, LISTEN_RETRY_LONGEST)
+
+    async def _stop_listening(self) -> None:
+        with self._listener_lock:
+            task, self._listener = self._listener, None
+        if task is None or task.done():
+            return
+        loop = task.get_loop()
+        if loop is asyncio.get_running_loop():
+            task.cancel()
+            await asyncio.wait({task})  # ended; a cancellation of this close itself still propagates
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
 
     async def list(self, status: Status, limit: int) -> List[StoredRecord]:
         if limit <= 0:
@@ -820,7 +928,9 @@ class AsyncRedisStore(_Common):
         return sum(counts)
 
     async def close(self) -> None:
-        """Closes the client if this store made it."""
+        """Ends the change subscription, and closes the client if this store made it."""
+        self._closed = True
+        await self._stop_listening()
         if self._owned:
             await self.client.aclose()
 

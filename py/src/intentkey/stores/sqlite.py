@@ -29,6 +29,7 @@ from typing import Any, Sequence, Union
 
 from .. import _binding as b
 from .. import schema as sch
+from .._watch import Changes
 from ..errors import IntentkeyError
 from ..types import StoreError
 from ._sql import SqlStore, first_int
@@ -52,7 +53,11 @@ class SQLiteStore(SqlStore):
     here, closed by :meth:`close`) or an open :class:`sqlite3.Connection`
     (the caller keeps it; the store switches it to autocommit mode and runs
     its own transactions). `busy_timeout_ms`: how long a write waits for
-    another writer before the operation is ``unavailable``."""
+    another writer before the operation is ``unavailable``.
+
+    A retry waiting for the first attempt (``wait_max_ms``) is woken by this
+    store's own writes; the writes of another store or process on the same
+    file are seen at the core's next re-check (50 ms doubling to 1 s)."""
 
     def __init__(self, path_or_connection: Union[str, "sqlite3.Connection"], *, busy_timeout_ms: int = 10_000, **unknown: Any):
         b.no_unknown("intentkey.stores.sqlite.SQLiteStore", unknown)
@@ -60,6 +65,7 @@ class SQLiteStore(SqlStore):
             raise IntentkeyError("invalid-argument", "busy_timeout_ms",
                                  "busy_timeout_ms must be a whole number of milliseconds")
         self._owned = False
+        self._changes = Changes()
         if isinstance(path_or_connection, str):
             try:
                 db = sqlite3.connect(path_or_connection, isolation_level=None, check_same_thread=False,
