@@ -420,8 +420,9 @@ pub type RunEffect<'a> =
     dyn FnMut(String) -> Pin<Box<dyn Future<Output = (EffectResult, i64)> + Send + 'a>> + Send + 'a;
 
 /// Runs the core's run flow to its end over an async store: every store
-/// operation awaited here, the destination asked through `gateway`, the
-/// effect run when the flow says so.
+/// operation awaited here (each within [`STORE_DEADLINE`]: past it, a
+/// retryable error), the destination asked through `gateway`, the effect
+/// run when the flow says so.
 ///
 /// # Errors
 /// The store's errors, or the flow's (`record-vanished`, retryable).
@@ -439,7 +440,9 @@ pub async fn drive_run(
                 let (result, now) = effect(key).await;
                 flow.resume(OpResult::Effected(result, now))?
             }
-            Step::Io(op) => flow.resume(perform(store, op, gateway).await?)?,
+            Step::Io(op) => {
+                flow.resume(perform_within(store, op, gateway, STORE_DEADLINE).await?)?
+            }
         };
     }
 }
@@ -459,7 +462,7 @@ pub async fn drive<F: Flow + Send>(
         match step {
             Step::Done(out) => return Ok(out),
             Step::Io(op) => {
-                let result = perform(store, op, gateway).await?;
+                let result = perform_within(store, op, gateway, STORE_DEADLINE).await?;
                 step = flow.resume(result)?;
             }
         }
