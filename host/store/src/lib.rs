@@ -250,6 +250,15 @@ pub trait Store: Send + Sync {
         "custom"
     }
 
+    /// Starts (once) whatever makes this store tell the process that a
+    /// record changed, from any process: each changed key goes to
+    /// `changed` (the wake-ups of waiting retries). Nothing by default (the
+    /// waiters re-check on the core's intervals); the Redis store subscribes
+    /// to its change channels.
+    fn listen(&self, changed: fn(&str)) {
+        let _ = changed;
+    }
+
     /// How many records have `status` (every status when `None`), and the
     /// oldest claim among them: the core's `count` statement on the SQL
     /// stores. `None` when the store cannot count without reading every

@@ -118,6 +118,15 @@ pub struct RedisStore {
     scripts: Scripts,
     pool: Vec<Mutex<Option<Conn>>>,
     next: AtomicUsize,
+    /// Set when the store is dropped: its listening thread, if any, ends.
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    listening: std::sync::OnceLock<()>,
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 impl RedisStore {
@@ -157,6 +166,8 @@ impl RedisStore {
             scripts: Scripts::new(),
             pool: (0..POOL).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
+            stop: std::sync::Arc::default(),
+            listening: std::sync::OnceLock::new(),
         };
         store.with(|c| redis::cmd("PING").query::<String>(c.like()))?;
         Ok(store)
@@ -401,6 +412,24 @@ fn decode(key: &str, value: &str) -> Result<Record, StoreError> {
 }
 
 impl Store for RedisStore {
+    /// One server: a thread of its own subscribes to the layout's change
+    /// channels once; a cluster is not subscribed (its waiters poll).
+    fn listen(&self, changed: fn(&str)) {
+        let Clients::One(client) = &self.client else {
+            return;
+        };
+        self.listening.get_or_init(|| {
+            let (client, channels, stop) = (
+                client.clone(),
+                self.layout.channels(),
+                std::sync::Arc::clone(&self.stop),
+            );
+            let _ = std::thread::Builder::new()
+                .name("intentkey-redis-listener".into())
+                .spawn(move || listen(client, channels, changed, stop));
+        });
+    }
+
     fn kind(&self) -> &'static str {
         "redis"
     }
@@ -454,6 +483,51 @@ impl Store for RedisStore {
             }
         }
         Ok(deleted)
+    }
+}
+
+/// The listening thread of one server's store: one connection `SSUBSCRIBE`d
+/// to every change channel of the layout (the core's scripts publish each
+/// changed record's key there), each key handed to `changed`; reconnected
+/// with back-off (100 ms doubling to 5 s) when the connection drops, and
+/// ended when the store is dropped.
+fn listen(
+    client: Client,
+    channels: Vec<String>,
+    changed: fn(&str),
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(mut con) = client.get_connection_with_timeout(TIMEOUT) {
+            let subscribed = con
+                .set_read_timeout(Some(Duration::from_secs(1)))
+                .and_then(|()| {
+                    redis::cmd("SSUBSCRIBE")
+                        .arg(&channels)
+                        .query::<redis::Value>(&mut con)
+                });
+            if subscribed.is_ok() {
+                backoff = Duration::from_millis(100);
+                while !stop.load(Ordering::Relaxed) {
+                    match con.recv_response() {
+                        Ok(redis::Value::Array(parts)) => {
+                            if let [kind, _, redis::Value::BulkString(key)] = parts.as_slice() {
+                                let smessage = matches!(kind, redis::Value::BulkString(k) if k.as_slice() == b"smessage");
+                                if smessage {
+                                    changed(&String::from_utf8_lossy(key));
+                                }
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) if e.is_timeout() => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        std::thread::sleep(backoff);
+        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 

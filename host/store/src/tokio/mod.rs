@@ -233,9 +233,11 @@ impl<S: Store + 'static> AsyncStore for Blocking<S> {
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
         self.run(move |s| woke(&release.key, s.release(&release)))
     }
-    /// Woken by this process's writes; other processes' writes are seen at
-    /// the end of each of the core's intervals (polling).
+    /// Woken by this process's writes, and by other processes' when the
+    /// store listens (`Store::listen`: Redis); otherwise other processes'
+    /// writes are seen at the end of each of the core's intervals (polling).
     fn watch(&self, key: String, ms: u32) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        self.0.listen(watch::changed);
         Box::pin(watch::until_changed(key, ms))
     }
     fn kind(&self) -> &'static str {
