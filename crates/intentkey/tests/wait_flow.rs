@@ -277,12 +277,8 @@ fn attempt() -> Attempt {
     }
 }
 
-#[test]
-fn a_run_waits_for_the_first_run_then_replays_it() {
-    let mut store = MemoryClaims::default();
-    let mut spec = RunSpec::new(attempt(), RunKind::Effect, NOW);
-    spec.wait_max_ms = 5_000;
-    // The first run claims and stops at its effect.
+/// Starts a run of `spec` and stops at its effect: the record is in flight.
+fn run_to_effect(spec: &RunSpec, store: &mut MemoryClaims) -> RunFlow {
     let mut first = RunFlow::new(spec.clone(), [1; 16]);
     let mut step = first.start();
     while let Step::Io(op) = &step {
@@ -290,9 +286,19 @@ fn a_run_waits_for_the_first_run_then_replays_it() {
             break;
         }
         step = first
-            .resume(perform(&mut store, op, &mut no_ask).unwrap())
+            .resume(perform(store, op, &mut no_ask).unwrap())
             .unwrap();
     }
+    first
+}
+
+#[test]
+fn a_run_waits_for_the_first_run_then_replays_it() {
+    let mut store = MemoryClaims::default();
+    let mut spec = RunSpec::new(attempt(), RunKind::Effect, NOW);
+    spec.wait_max_ms = 5_000;
+    // The first run claims and stops at its effect.
+    let first = run_to_effect(&spec, &mut store);
     let token = first.owner_token();
 
     let mut second = RunFlow::new(spec, [2; 16]);
@@ -342,16 +348,7 @@ fn a_run_waits_for_the_first_run_then_replays_it() {
 fn a_run_without_a_wait_answers_in_flight() {
     let mut store = MemoryClaims::default();
     let spec = RunSpec::new(attempt(), RunKind::Effect, NOW);
-    let mut first = RunFlow::new(spec.clone(), [1; 16]);
-    let mut step = first.start();
-    while let Step::Io(op) = &step {
-        if matches!(op, Op::Effect(_)) {
-            break;
-        }
-        step = first
-            .resume(perform(&mut store, op, &mut no_ask).unwrap())
-            .unwrap();
-    }
+    let _first = run_to_effect(&spec, &mut store);
     let mut second = RunFlow::new(spec, [2; 16]);
     let mut step = second.start();
     let outcome = loop {

@@ -185,7 +185,7 @@ mod tests {
     use super::*;
     use crate::claim::{drive, Attempt, ClaimFlow, ClaimStore, MemoryClaims};
 
-    fn awaiting(store: &mut MemoryClaims, key: &str) {
+    fn claimed(store: &mut MemoryClaims, key: &str) {
         let attempt = Attempt {
             key: key.into(),
             fingerprint: "fp".into(),
@@ -199,6 +199,10 @@ mod tests {
             &mut |_| unreachable!(),
         )
         .unwrap();
+    }
+
+    fn awaiting(store: &mut MemoryClaims, key: &str) {
+        claimed(store, key);
         let mut record = store.get(key).unwrap().unwrap();
         record.status = Status::NeedsReconciliation;
         record.lookups = 4;
@@ -257,19 +261,7 @@ mod tests {
     #[test]
     fn a_record_in_flight_is_not_reconciled() {
         let mut store = MemoryClaims::default();
-        let attempt = Attempt {
-            key: "k".into(),
-            fingerprint: "fp".into(),
-            tenant_id: "t".into(),
-            action_type: "pay".into(),
-            prior: None,
-        };
-        drive(
-            ClaimFlow::new(&attempt, "owner", 1),
-            &mut store,
-            &mut |_| unreachable!(),
-        )
-        .unwrap();
+        claimed(&mut store, "k");
         let out = drive(
             ReconcileFlow::new("k", Verdict::Absent, "op", 10, 60),
             &mut store,
