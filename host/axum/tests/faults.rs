@@ -9,7 +9,11 @@
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)]
+#[path = "../../store/tests/common/redis_db.rs"]
+mod redis_db;
 mod support;
+use support::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -25,7 +29,8 @@ use axum::{Extension, Router};
 use intentkey::claim::Status;
 use intentkey::http::{Options, Profile};
 use intentkey::Secret;
-use intentkey_axum::{AsyncStore, Idempotency, IdempotencyLayer, PgStore};
+use intentkey_axum::{AsyncStore, Blocking, Idempotency, IdempotencyLayer, PgStore};
+use intentkey_store::RedisStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -140,6 +145,43 @@ fn a_blackhole_and_a_reset_between_the_app_and_postgresql() {
         let proxied = url.replacen("127.0.0.1:5432", &proxy.addr.to_string(), 1);
         assert_ne!(proxied, url, "the URL goes through the proxy");
         let store: Arc<dyn AsyncStore> = Arc::new(PgStore::connect(&proxied, 8).await.unwrap());
+        let direct: Arc<dyn AsyncStore> = Arc::new(PgStore::connect(&url, 2).await.unwrap());
+        faults("postgres", &proxy, store, direct).await;
+    });
+}
+
+#[test]
+fn a_blackhole_and_a_reset_between_the_app_and_redis() {
+    let Some(prefix) = redis_db::RedisPrefix::new("axum-faults") else {
+        return;
+    };
+    let url = prefix.url();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let proxy = Proxy::start("127.0.0.1:6379".parse().unwrap()).await;
+        let proxied = url.replacen("127.0.0.1:6379", &proxy.addr.to_string(), 1);
+        assert_ne!(proxied, url, "the URL goes through the proxy");
+        let store: Arc<dyn AsyncStore> =
+            Arc::new(Blocking::new(RedisStore::connect(&proxied).unwrap()));
+        let direct: Arc<dyn AsyncStore> =
+            Arc::new(Blocking::new(RedisStore::connect(&url).unwrap()));
+        faults("redis", &proxy, store, direct).await;
+    });
+}
+
+/// 16 retrying clients through `proxy` to `store`, a blackhole and a reset;
+/// `direct` reads the records past the proxy afterwards.
+async fn faults(
+    name: &str,
+    proxy: &Proxy,
+    store: Arc<dyn AsyncStore>,
+    direct: Arc<dyn AsyncStore>,
+) {
+    {
         let effects: Effects = Arc::default();
         let errors = Arc::new(AtomicU64::new(0));
         let layer = IdempotencyLayer::with_shared_store(
@@ -150,8 +192,12 @@ fn a_blackhole_and_a_reset_between_the_app_and_postgresql() {
         .store_deadline(DEADLINE)
         .on_error({
             let errors = Arc::clone(&errors);
-            move |_, _| {
-                errors.fetch_add(1, Ordering::Relaxed);
+            move |phase, message| {
+                if errors.fetch_add(1, Ordering::Relaxed) < 400
+                    && std::env::var("FAULTS_DEBUG").is_ok()
+                {
+                    eprintln!("on_error {phase:?}: {message}");
+                }
             }
         });
         let app = Router::new()
@@ -217,7 +263,6 @@ fn a_blackhole_and_a_reset_between_the_app_and_postgresql() {
         }
 
         // Background releases finish once the store answers (a few seconds at most).
-        let direct = PgStore::connect(&url, 2).await.unwrap();
         let mut never_ran = Vec::new();
         for _ in 0..50 {
             let in_flight = direct.list(Some(Status::InFlight), 10_000).await.unwrap();
@@ -249,12 +294,12 @@ fn a_blackhole_and_a_reset_between_the_app_and_postgresql() {
         let hung = seen.iter().filter(|s| s.status == 0).count();
 
         println!(
-            "faults: {} requests, {} handlers ran, {} store errors reported",
+            "faults ({name}): {} requests, {} handlers ran, {} store errors reported",
             seen.len(),
             ran.len(),
             errors.load(Ordering::Relaxed)
         );
-        println!("faults: per second: answers (201 / 503 / 409 / other / no answer)");
+        println!("faults ({name}): per second: answers (201 / 503 / 409 / other / no answer)");
         let mut per_second: BTreeMap<u64, [u32; 5]> = BTreeMap::new();
         for s in &seen {
             let slot = match s.status {
@@ -267,9 +312,9 @@ fn a_blackhole_and_a_reset_between_the_app_and_postgresql() {
             per_second.entry(s.at_ms / 1000).or_default()[slot] += 1;
         }
         for (second, counts) in &per_second {
-            println!("faults: {second:>3} s  {counts:?}");
+            println!("faults ({name}): {second:>3} s  {counts:?}");
         }
-        println!("faults: slowest answer during the blackhole: {slowest_in_hole:?}; answers with no status: {hung}");
+        println!("faults ({name}): slowest answer during the blackhole: {slowest_in_hole:?}; answers with no status: {hung}");
 
         assert_eq!(twice, 0, "no handler ran twice");
         assert!(
@@ -297,5 +342,5 @@ fn a_blackhole_and_a_reset_between_the_app_and_postgresql() {
             after.clone().any(|s| s.status == 201),
             "it recovers after the faults"
         );
-    });
+    }
 }

@@ -196,30 +196,68 @@ impl<S: Store + 'static> AsyncStore for Inline<S> {
 
 /// A synchronous store that blocks on I/O (SQLite), run on tokio's blocking
 /// threads so the runtime's workers never wait on it.
-pub struct Blocking<S>(Arc<S>);
+pub struct Blocking<S> {
+    store: Arc<S>,
+    /// Inserts still running on a blocking thread, by key: one abandoned
+    /// by its caller (its deadline passed) still runs to its end, so a
+    /// release of the same key waits for it, never overtakes it.
+    inserting: Arc<
+        std::sync::Mutex<std::collections::HashMap<String, ::tokio::sync::watch::Receiver<bool>>>,
+    >,
+}
 
 impl<S: Store + 'static> Blocking<S> {
     /// Wraps `store`.
     pub fn new(store: S) -> Self {
-        Blocking(Arc::new(store))
+        Blocking {
+            store: Arc::new(store),
+            inserting: Arc::default(),
+        }
     }
 
     fn run<T: Send + 'static>(
         &self,
         op: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
     ) -> StoreFuture<'_, T> {
-        let store = Arc::clone(&self.0);
+        let store = Arc::clone(&self.store);
         Box::pin(async move {
             ::tokio::task::spawn_blocking(move || op(&store))
                 .await
                 .map_err(|e| StoreError::fatal(format!("the store's blocking task failed: {e}")))?
         })
     }
+
+    /// The insert of `record`, registered until its blocking thread ends
+    /// (even when its caller has stopped waiting).
+    fn insert_tracked(&self, record: Record) -> StoreFuture<'_, bool> {
+        let (done, running) = ::tokio::sync::watch::channel(false);
+        let key = record.key.clone();
+        lock_map(&self.inserting).insert(key.clone(), running);
+        let inserting = Arc::clone(&self.inserting);
+        self.run(move |s| {
+            let inserted = s.insert(&record);
+            lock_map(&inserting).remove(&key);
+            let _ = done.send(true);
+            inserted
+        })
+    }
+
+    /// Waits until no insert of `key` is running.
+    async fn settled(&self, key: &str) {
+        let running = lock_map(&self.inserting).get(key).cloned();
+        if let Some(mut running) = running {
+            let _ = running.wait_for(|done| *done).await;
+        }
+    }
+}
+
+fn lock_map<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl<S: Store + 'static> AsyncStore for Blocking<S> {
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
-        self.run(move |s| s.insert(&record))
+        self.insert_tracked(record)
     }
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
         self.run(move |s| s.get(&key))
@@ -230,18 +268,24 @@ impl<S: Store + 'static> AsyncStore for Blocking<S> {
     fn replace(&self, replacement: Replacement) -> StoreFuture<'_, bool> {
         self.run(move |s| woke(&replacement.record.key, s.replace(&replacement)))
     }
+    /// Waits for a running insert of the same key first (one abandoned at
+    /// its deadline still commits): a release never overtakes its claim.
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
-        self.run(move |s| woke(&release.key, s.release(&release)))
+        Box::pin(async move {
+            self.settled(&release.key).await;
+            self.run(move |s| woke(&release.key, s.release(&release)))
+                .await
+        })
     }
     /// Woken by this process's writes, and by other processes' when the
     /// store listens (`Store::listen`: Redis); otherwise other processes'
     /// writes are seen at the end of each of the core's intervals (polling).
     fn watch(&self, key: String, ms: u32) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        self.0.listen(watch::changed);
+        self.store.listen(watch::changed);
         Box::pin(watch::until_changed(key, ms))
     }
     fn kind(&self) -> &'static str {
-        self.0.kind()
+        self.store.kind()
     }
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
         self.run(move |s| s.list(status, limit as usize))
