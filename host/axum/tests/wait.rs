@@ -1,5 +1,5 @@
 //! Waiting for the first attempt, through a real server on each async
-//! store (memory, SQLite on blocking threads, PostgreSQL): 32 concurrent
+//! store (memory, SQLite on blocking threads, Redis, PostgreSQL): 32 concurrent
 //! duplicates of one slow request run the handler once and all get its
 //! answer (no 409); a handler slower than the wait gives the duplicate 409
 //! with `Retry-After`; another payload is 422 at once, with no wait; the
@@ -9,7 +9,11 @@
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)]
+#[path = "../../store/tests/common/redis_db.rs"]
+mod redis_db;
 mod support;
+use support::common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -23,7 +27,7 @@ use axum::{Extension, Router};
 use intentkey::http::{Options, Profile};
 use intentkey::Secret;
 use intentkey_axum::{memory, AsyncStore, Blocking, IdempotencyLayer, PgStore};
-use intentkey_store::SqliteStore;
+use intentkey_store::{RedisStore, SqliteStore};
 use support::{post_once, serve, Answer};
 
 /// Sleeps as long as the body's `"ms"` says, then answers 201 with the run number.
@@ -193,6 +197,26 @@ async fn sqlite_store() {
     duplicates("sqlite", Arc::clone(&store)).await;
     bounded("sqlite", Arc::clone(&store)).await;
     woken("sqlite", store).await;
+}
+
+#[test]
+fn redis_store() {
+    let Some(prefix) = redis_db::RedisPrefix::new("axum-wait") else {
+        return;
+    };
+    let url = prefix.url();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store: Arc<dyn AsyncStore> =
+            Arc::new(Blocking::new(RedisStore::connect(&url).unwrap()));
+        duplicates("redis", Arc::clone(&store)).await;
+        bounded("redis", Arc::clone(&store)).await;
+        woken("redis", store).await;
+    });
 }
 
 #[test]
