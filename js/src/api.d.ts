@@ -325,6 +325,8 @@ export interface Claims {
   defaultStaleAfterSeconds(): number;
   /** The waits (ms) before each new try of a finish the store could not take: about 3 s in all. */
   finishRetryDelaysMs(): number[];
+  /** The default deadline of one store call, in milliseconds (2000): past it the call is store-unavailable, never a hang. */
+  storeDeadlineMs(): number;
   /** An owner token (32 hex) from 16 random bytes. */
   ownerToken(randomBytes: Uint8Array): string;
   /** Checks a journaled step's output (JSON text, at most maxBytes, default 1 MiB): the response it is recorded as. */
@@ -370,6 +372,12 @@ export interface EndpointSettings {
   policies?: Record<string, object | string> | Map<string, object | string>;
   /** A retry that finds its key in flight (same payload) waits for the first attempt's answer instead of 409 at once. */
   wait?: WaitOptions;
+  /**
+   * The deadline of one store call of the requests guard.serve() serves with
+   * this endpoint, in milliseconds (default the core's 2000; a guard's own
+   * `storeDeadlineMs` wins).
+   */
+  storeDeadlineMs?: number;
 }
 
 /**
@@ -448,6 +456,8 @@ export interface Endpoint {
   readonly replayHeaders: readonly string[];
   /** How long a retry that finds its key in flight waits for the first attempt, in milliseconds (0: no wait). */
   readonly waitMaxMs: number;
+  /** The `storeDeadlineMs` it was made with (undefined: the guard's, else the core's). */
+  readonly storeDeadlineMs: number | undefined;
   /**
    * Parses the key, checks the body, derives the storage key and the
    * fingerprint. Throws IntentkeyError only for what the server got wrong (an

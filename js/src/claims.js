@@ -334,6 +334,7 @@ export function rulesOut(r) {
 export function createClaims(callClaims) {
   let defaults = null;
   let staleAfter = null;
+  let deadline = null;
   const rules = () => (defaults ??= rulesOut(callClaims((c) => c.defaultRules())));
   return Object.freeze({
     /** What an attempt whose insert lost to `existing` gets: { outcome, response? }. */
@@ -384,6 +385,15 @@ export function createClaims(callClaims) {
      */
     finishRetryDelaysMs() {
       return [...callClaims((c) => c.finishRetryDelaysMs())];
+    },
+    /**
+     * The default deadline of one store call, in milliseconds (2000): a call
+     * that has not answered by then is a failure that trying again may cure
+     * (store-unavailable), never a hang. The `storeDeadlineMs` option changes it.
+     */
+    storeDeadlineMs() {
+      deadline ??= callClaims((c) => c.storeDeadlineMs());
+      return deadline;
     },
     /** The default stale-after of recovery, in seconds. */
     defaultStaleAfterSeconds() {

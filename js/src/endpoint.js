@@ -61,7 +61,31 @@ export const ENDPOINT_OPTIONS = Object.freeze([
   'maxStoredBytes',
   'policies',
   'wait',
+  'storeDeadlineMs',
 ]);
+
+/** The longest timer a host can set (setTimeout's limit), in milliseconds. */
+const DEADLINE_MAX_MS = 2 ** 31 - 1;
+
+/**
+ * The `storeDeadlineMs` option (the deadline of one store call, in
+ * milliseconds), checked: a whole number from 1 to 2147483647, else an
+ * IntentkeyError `invalid-argument` naming it. Undefined stays undefined
+ * (the core's default, claims.storeDeadlineMs()).
+ * @param {unknown} value
+ * @param {string} who the function given it, for messages
+ */
+export function checkDeadline(value, who) {
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isInteger(value) || value < 1 || value > DEADLINE_MAX_MS) {
+    throw new IntentkeyError(
+      'invalid-argument',
+      `${who}: \`storeDeadlineMs\` must be a whole number of milliseconds from 1 to ${DEADLINE_MAX_MS} (how long one store call may take before it counts as store-unavailable)`,
+      'storeDeadlineMs',
+    );
+  }
+  return value;
+}
 
 function boolOption(value, fallback, option) {
   if (value === undefined || value === null) return fallback;
@@ -239,6 +263,8 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       waitMaxMs: options.wait === undefined ? base.waitMaxMs : waitMaxMsIn(options.wait, 'createEndpoint'),
     };
     const policies = policiesIn(options.policies);
+    // The deadline of one store call of the requests guard.serve() serves (the guard's own wins).
+    const storeDeadlineMs = checkDeadline(options.storeDeadlineMs, 'createEndpoint');
     let resource;
     try {
       if (options.keyring !== undefined) {
@@ -280,6 +306,8 @@ export function endpointFactory({ instance, callOn, withSecret, withKeyring, sec
       keyRequired: wit.keyRequired,
       /** How long a retry that finds its key in flight waits for the first attempt, in ms (0: no wait, 409 at once). */
       waitMaxMs: wit.waitMaxMs,
+      /** The deadline of one store call it was made with (undefined: the guard's, else the core's). */
+      storeDeadlineMs,
       /** The stored headers a replay restores (the defaults and the added ones). */
       replayHeaders: Object.freeze([...wit.replayHeaders]),
       /**

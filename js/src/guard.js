@@ -37,8 +37,10 @@ import {
   secondsOut,
   u32,
 } from './claims.js';
-import { TRUSTED, WAITING } from './stores/trusted.js';
-import { SERVE } from './endpoint.js';
+import { CLOSING, TRUSTED, WAITING } from './stores/trusted.js';
+import { SERVE, checkDeadline } from './endpoint.js';
+
+export { checkDeadline };
 import { servingFor } from './http/serving.js';
 import { WaitAborted, performWatch } from './watching.js';
 
@@ -79,6 +81,56 @@ const U32_MAX = 2 ** 32 - 1;
 const FAILED = Object.freeze({ tag: 'failed' });
 const UNKNOWN = Object.freeze({ tag: 'unknown' });
 const OPS = ['insert', 'get', 'complete', 'replace', 'release', 'list', 'purge'];
+const WAITED = Object.freeze({ tag: 'waited' });
+
+/**
+ * The `tracer` and `meter` options, checked by what they must do (an
+ * OpenTelemetry Tracer, a Meter), else an IntentkeyError `invalid-argument`
+ * naming the option.
+ * @param {{ tracer?: unknown, meter?: unknown }} options
+ * @param {string} who the function given them, for messages
+ */
+export function checkTelemetry({ tracer, meter }, who) {
+  if (tracer !== undefined && tracer !== null && (typeof tracer !== 'object' || typeof tracer.startSpan !== 'function')) {
+    throw new IntentkeyError('invalid-argument', `${who}: \`tracer\` must be an OpenTelemetry Tracer (trace.getTracer(…))`, 'tracer');
+  }
+  if (meter !== undefined && meter !== null && (typeof meter !== 'object' || typeof meter.createCounter !== 'function')) {
+    throw new IntentkeyError('invalid-argument', `${who}: \`meter\` must be an OpenTelemetry Meter (metrics.getMeter(…))`, 'meter');
+  }
+}
+
+const clockMs = () => globalThis.performance.now();
+
+/** Resolves after `ms`, or as soon as the store closes (`closing`); its timer does not keep the process alive. */
+function pause(ms, closing) {
+  return new Promise((resolve) => {
+    let forget = () => {};
+    const done = () => {
+      clearTimeout(timer);
+      forget();
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    timer.unref?.();
+    if (closing !== undefined) forget = closing.onClose(done);
+  });
+}
+
+/** The storage key a store operation of a flow is about (for telemetry's key digest). */
+function opKey(op) {
+  switch (op.tag) {
+    case 'insert':
+    case 'complete':
+    case 'release':
+      return op.val.key;
+    case 'replace':
+      return op.val.record.key;
+    case 'get':
+      return op.val;
+    default:
+      return undefined;
+  }
+}
 
 const encoder = new TextEncoder();
 
@@ -253,7 +305,9 @@ function checkedStore(store) {
  * component) or a pure one's.
  * @param {{ internal: any, claims: any }} api
  */
-export function guardFactory({ internal, claims }) {
+export function guardFactory({ internal, claims }, host = {}) {
+  /** Telemetry (the Node entry's, over @opentelemetry/api); none in browsers and workerd. */
+  const telemetryFor = host.telemetry ?? null;
   /**
    * @param {{
    *   store: object,
@@ -265,6 +319,10 @@ export function guardFactory({ internal, claims }) {
    *   staleAfterSeconds?: number,
    *   now?: () => number,
    *   wait?: { maxMs?: number },
+   *   storeDeadlineMs?: number,
+   *   tracer?: object,
+   *   meter?: object,
+   *   onError?: (error: unknown, context: object) => void,
    * }} options
    */
   return function createGuard(options = {}) {
@@ -306,6 +364,17 @@ export function guardFactory({ internal, claims }) {
     // How long a run that finds its record in flight (not yet due a recovery)
     // waits for the first attempt (op `watch`); 0: answered in flight at once.
     const waitMaxMs = internal.waitMaxMs(options.wait, 'createGuard');
+    // The deadline of one store call of an asynchronous store (the core's
+    // default, 2 s): past it the call is store-unavailable, never a hang.
+    const deadlineMs = checkDeadline(options.storeDeadlineMs, 'createGuard') ?? endpoint?.storeDeadlineMs ?? claims.storeDeadlineMs();
+    // Telemetry: spans and metrics in the core's vocabulary (Node only).
+    checkTelemetry(options, 'createGuard');
+    if ((options.tracer ?? options.meter ?? null) !== null && telemetryFor === null) {
+      throw new IntentkeyError('invalid-argument', 'createGuard: `tracer` and `meter` are taken by the Node entry only (telemetry is reported there)', 'tracer');
+    }
+    const tel = telemetryFor === null ? null : telemetryFor({ tracer: options.tracer, meter: options.meter, store: given });
+    /** The store's closing (the package's own stores): background releases stop at close(). */
+    const closing = typeof given[CLOSING]?.onClose === 'function' ? given[CLOSING] : undefined;
     if (waitMaxMs > 0 || (endpoint?.waitMaxMs ?? 0) > 0) given[WAITING]?.();
 
     /** Performs op `watch` on the store (woken early by a store that notifies, else a sleep). */
@@ -338,33 +407,143 @@ export function guardFactory({ internal, claims }) {
       return { key, fingerprint: nonEmpty(fingerprint, 'fingerprint'), tenantId, actionType };
     }
 
-    /** Performs one operation of a flow on the store (awaited), or asks the destination. */
-    async function perform(op, ask) {
+    /**
+     * `call` (a store operation's answer, or its promise) within the store
+     * deadline: past it, an IntentkeyError store-unavailable (the flow then
+     * decides what that means; a late answer is dropped). `background`: the
+     * timer does not keep the process alive.
+     */
+    function bounded(call, what, background, controller) {
+      if (call === null || typeof call !== 'object' || typeof call.then !== 'function') return call;
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          // The store may drop the call if it was not sent yet (pgStore: still waiting for a connection).
+          controller?.abort();
+          reject(new IntentkeyError('store-unavailable', `the store did not answer the ${what} within ${deadlineMs} ms (the store deadline)`));
+        }, deadlineMs);
+        if (background) timer.unref?.();
+        call.then(
+          (value) => {
+            clearTimeout(timer);
+            resolve(value);
+          },
+          (e) => {
+            clearTimeout(timer);
+            reject(e);
+          },
+        );
+      });
+    }
+
+    /**
+     * Starts one store operation of a flow: its answer or the promise of it.
+     * An asynchronous store gets an AbortSignal after the operation's
+     * arguments, aborted when the deadline passed (it may then drop a call it
+     * has not sent yet).
+     */
+    function send(op, signal) {
+      switch (op.tag) {
+        case 'insert':
+          return store.insert(op.val, signal);
+        case 'get':
+          return store.get(op.val, signal);
+        case 'complete':
+          return store.complete(op.val, signal);
+        case 'replace':
+          return store.replace(op.val, signal);
+        case 'release':
+          return store.release(op.val, signal);
+        case 'list':
+          return store.list(op.val.status, op.val.limit, signal);
+        case 'purge':
+          return store.purge(op.val, signal);
+        default:
+          throw new Error(`intentkey: the core asked for an unknown store operation ${op.tag} (a bug)`);
+      }
+    }
+
+    /** The WIT op-result of a store operation's answer. */
+    function answered(op, value) {
+      switch (op.tag) {
+        case 'insert':
+          return { tag: 'inserted', val: value };
+        case 'get':
+          return { tag: 'got', val: value ?? undefined };
+        case 'list':
+          return { tag: 'listed', val: value };
+        case 'purge':
+          return { tag: 'purged', val: value };
+        default:
+          return { tag: 'written', val: value };
+      }
+    }
+
+    /**
+     * Performs one operation of a flow on the store (awaited, within the store
+     * deadline), or asks the destination. `probe`: the telemetry of the
+     * request or run (the call's time, the storage key), or null;
+     * `background`: a call of the background release (its deadline timer does
+     * not keep the process alive; its time goes to the store histogram).
+     */
+    async function perform(op, ask, probe = null, background = false) {
       if (op.tag === 'ask') {
         if (ask === undefined) throw new Error('intentkey: the core asked the destination outside a recovery (a bug)');
         return { tag: 'answered', val: await ask(op.val) };
       }
+      if (probe !== null) probe.sawKey(opKey(op), op.tag === 'insert');
+      const timed = probe !== null || (background && tel !== null);
+      const start = timed ? clockMs() : 0;
       try {
-        switch (op.tag) {
-          case 'insert':
-            return { tag: 'inserted', val: await store.insert(op.val) };
-          case 'get':
-            return { tag: 'got', val: (await store.get(op.val)) ?? undefined };
-          case 'complete':
-            return { tag: 'written', val: await store.complete(op.val) };
-          case 'replace':
-            return { tag: 'written', val: await store.replace(op.val) };
-          case 'release':
-            return { tag: 'written', val: await store.release(op.val) };
-          case 'list':
-            return { tag: 'listed', val: await store.list(op.val.status, op.val.limit) };
-          case 'purge':
-            return { tag: 'purged', val: await store.purge(op.val) };
-          default:
-            throw new Error(`intentkey: the core asked for an unknown store operation ${op.tag} (a bug)`);
-        }
+        const controller = store.synchronous === true ? undefined : new AbortController();
+        return answered(op, await bounded(send(op, controller?.signal), op.tag, background, controller));
       } catch (e) {
         throw storeFailure(e);
+      } finally {
+        if (probe !== null) probe.storeCall(clockMs() - start);
+        else if (timed) tel.storeCall(clockMs() - start);
+      }
+    }
+
+    // A synchronous store's operations run inside the component (`advance`);
+    // while a request or run is measured, they go through this store, which
+    // times each call and notes the storage key for the active probe.
+    let activeProbe = null;
+    let timedStore = null;
+    function timed() {
+      if (timedStore !== null) return timedStore;
+      const t = { kind: store.kind, synchronous: true, [TRUSTED]: true };
+      const time = (op, keyOf) =>
+        function timedOp(...args) {
+          const probe = activeProbe;
+          const start = clockMs();
+          try {
+            return store[op](...args);
+          } finally {
+            if (probe !== null) {
+              probe.storeCall(clockMs() - start);
+              if (keyOf !== undefined) probe.sawKey(keyOf(args[0]), op === 'insert');
+            }
+          }
+        };
+      t.insert = time('insert', (r) => r.key);
+      t.get = time('get', (k) => k);
+      t.complete = time('complete', (c) => c.key);
+      t.replace = time('replace', (r) => r.record.key);
+      t.release = time('release', (r) => r.key);
+      t.list = time('list');
+      t.purge = time('purge');
+      timedStore = t;
+      return t;
+    }
+
+    /** Advances `flow` over the synchronous store inside the component; measured for `probe` when there is one. */
+    function advance(flow, done, probe) {
+      if (probe === null) return flow.advance(store, done);
+      activeProbe = probe;
+      try {
+        return flow.advance(timed(), done);
+      } finally {
+        activeProbe = null;
       }
     }
 
@@ -372,9 +551,9 @@ export function guardFactory({ internal, claims }) {
      * Performs one store operation; a failure becomes the WIT op-result
      * `failed` (for a flow that decides what it means) and the error to report.
      */
-    async function performOrFail(op) {
+    async function performOrFail(op, probe = null, background = false) {
       try {
-        return { result: await perform(op), error: null };
+        return { result: await perform(op, undefined, probe, background), error: null };
       } catch (e) {
         const error = storeFailure(e);
         const tag = error.code === 'store-unavailable' ? 'unavailable' : 'failed';
@@ -415,12 +594,13 @@ export function guardFactory({ internal, claims }) {
      * operation, asks the destination (`ask`) and runs the effect when the core
      * says so. Answers the WIT run-outcome and the effect's last result.
      */
-    async function driveRun(create, effect, ask, signal) {
+    async function driveRun(create, effect, ask, signal, probe = null) {
       const flow = internal.flow(create);
       // A synchronous store is driven inside the component, through its `store`
       // import; an asynchronous one here, one awaited operation at a time.
-      const next = sync ? (done) => flow.advance(store, done) : (done) => (done === undefined ? flow.start() : flow.resume(done));
+      const next = sync ? (done) => advance(flow, done, probe) : (done) => (done === undefined ? flow.start() : flow.resume(done));
       let ran;
+      let waitedMs = 0;
       try {
         let step = next(undefined);
         while (step.tag === 'io') {
@@ -431,12 +611,14 @@ export function guardFactory({ internal, claims }) {
           } else if (op.tag === 'watch') {
             // A run that found its record in flight waits for the first
             // attempt; the core claims again after each watch.
-            step = next(await watch(op.val, signal));
+            const watched = await watch(op.val, signal);
+            waitedMs += watched.val.elapsedMs;
+            step = next(watched);
           } else {
-            step = next(await perform(op, ask));
+            step = next(await perform(op, ask, probe));
           }
         }
-        return { out: step.val.val, ran };
+        return { out: step.val.val, ran, waitedMs };
       } finally {
         flow.drop();
       }
@@ -537,15 +719,22 @@ export function guardFactory({ internal, claims }) {
     async function runAs(kind, attempt, effect, recovery, waiting) {
       const spec = runSpec(attempt, kind, recovery, waiting?.waitMaxMs ?? waitMaxMs);
       const ask = recovery === undefined ? undefined : askWith(recovery.lookup);
+      const probe = tel === null ? null : tel.begin(kind);
+      probe?.sawKey(attempt.key, true);
       let driven;
       try {
-        driven = await driveRun((Flow) => Flow.run(spec, internal.seed()), effect, ask, waiting?.signal);
+        driven = await driveRun((Flow) => Flow.run(spec, internal.seed()), effect, ask, waiting?.signal, probe);
       } catch (e) {
         // A wait aborted: the waiter owned nothing; the caller gets the signal's reason.
-        if (e instanceof WaitAborted) throw e.reason ?? e;
+        if (e instanceof WaitAborted) {
+          probe?.abandoned();
+          throw e.reason ?? e;
+        }
+        probe?.failed(e);
         throw e;
       }
       const { out, ran } = driven;
+      probe?.ran(out, driven.waitedMs);
       return runResult(attempt.key, out, ran, Number(spec.now));
     }
 
@@ -629,12 +818,23 @@ export function guardFactory({ internal, claims }) {
       const key = nonEmpty(request.key, 'key');
       const { lookup, effect } = request;
       const reRun = typeof effect === 'function';
-      const { out, ran } = await driveRun(
-        (Flow) => Flow.recoverRun(recoverySpec(key, rrules), internal.seed(), reRun),
-        effect,
-        askWith(lookup),
-      );
-      return recoveryResult(key, out, ran);
+      const probe = tel === null ? null : tel.begin('effect');
+      probe?.sawKey(key, true);
+      let driven;
+      try {
+        driven = await driveRun(
+          (Flow) => Flow.recoverRun(recoverySpec(key, rrules), internal.seed(), reRun),
+          effect,
+          askWith(lookup),
+          undefined,
+          probe,
+        );
+      } catch (e) {
+        probe?.failed(e);
+        throw e;
+      }
+      probe?.ran(driven.out, driven.waitedMs, true);
+      return recoveryResult(key, driven.out, driven.ran);
     }
 
     /**
@@ -697,21 +897,27 @@ export function guardFactory({ internal, claims }) {
         Flow.recoverRun(recoverySpec(key, rrules), internal.seed(), typeof effect === 'function'),
       );
       let ran;
+      const probe = tel === null ? null : tel.begin('effect');
+      probe?.sawKey(key, true);
       try {
-        let step = flow.advance(store, undefined);
+        let step = advance(flow, undefined, probe);
         while (step.tag === 'io') {
           const op = step.val;
           if (op.tag === 'ask') {
-            step = flow.advance(store, { tag: 'answered', val: ask(op.val) });
+            step = advance(flow, { tag: 'answered', val: ask(op.val) }, probe);
           } else if (op.tag === 'effect') {
             ran = runNow(op.val);
-            step = flow.advance(store, { tag: 'effected', val: { result: ran.wit, now: BigInt(now()) } });
+            step = advance(flow, { tag: 'effected', val: { result: ran.wit, now: BigInt(now()) } }, probe);
           } else {
             throw new Error(`intentkey: the core asked for ${op.tag} during a recovery (a bug)`);
           }
         }
+        probe?.ran(step.val.val, 0, true);
         if (misuse !== null) throw misuse;
         return recoveryResult(key, step.val.val, ran);
+      } catch (e) {
+        probe?.failed(e);
+        throw e;
       } finally {
         flow.drop();
       }
@@ -778,13 +984,91 @@ export function guardFactory({ internal, claims }) {
     }
 
     /** A driver of the core's serve flow for `request` on the guard's endpoint (see http/serving.js). */
-    function serveFlow(request) {
+    function serveFlow(request, probe = null) {
       if (endpoint === null || typeof endpoint[SERVE] !== 'function') {
         throw new TypeError('createGuard: serving requests needs an endpoint (createGuard({ store, endpoint }))');
       }
       const flow = endpoint[SERVE](request, rules, internal.seed(), now());
-      const next = sync ? (done) => flow.advance(store, done) : (done) => (done === undefined ? flow.start() : flow.resume(done));
-      return Object.freeze({ next, perform: performOrFail, drop: () => flow.drop() });
+      const next = sync ? (done) => advance(flow, done, probe) : (done) => (done === undefined ? flow.start() : flow.resume(done));
+      return Object.freeze({ next, perform: (op) => performOrFail(op, probe), drop: () => flow.drop() });
+    }
+
+    /** The background releases in progress (see releaseInBackground). */
+    const releasing = new Set();
+
+    /**
+     * Releases, in the background, a claim whose insert failed (the serve
+     * flow's `served.unreleased`: its answer may have been lost, its handler
+     * never ran), so that a retry runs instead of getting 409 until recovery:
+     * the core's release flow (`flow.release-claim`), each store call within
+     * the deadline, its pauses slept here (op `wait`) with timers that do not
+     * keep the process alive, until it answers released, superseded or
+     * left-in-flight (the store answered an error, or never came back in
+     * 300 s). It stops when the store is closed. A claim left in flight is
+     * reported (`report`, phase 'release'): recovery settles it.
+     */
+    function releaseInBackground(request, report) {
+      const task = releaseClaim(request, report);
+      releasing.add(task);
+      task.finally(() => releasing.delete(task));
+      return task;
+    }
+
+    async function releaseClaim(request, report) {
+      let finished = null;
+      let lastError = null;
+      let closed = closing?.closed === true;
+      if (!closed) {
+        let flow = null;
+        try {
+          flow = internal.flow((Flow) => Flow.releaseClaim(request));
+          let step = sync ? advance(flow, undefined, null) : flow.start();
+          while (step.tag === 'io') {
+            const op = step.val;
+            if (op.tag === 'wait') {
+              await pause(op.val, closing);
+              if (closing?.closed) {
+                closed = true;
+                break;
+              }
+              step = sync ? advance(flow, WAITED, null) : flow.resume(WAITED);
+            } else if (sync) {
+              throw new Error(`intentkey: the core asked for ${op.tag} while releasing a claim (a bug)`);
+            } else {
+              const { result, error } = await performOrFail(op, null, true);
+              if (error !== null) lastError = error;
+              step = flow.resume(result);
+            }
+          }
+          if (!closed) finished = step.val.val;
+        } catch (e) {
+          lastError = e;
+        } finally {
+          flow?.drop();
+        }
+      }
+      finished ??= 'left-in-flight';
+      if (tel !== null) {
+        try {
+          tel.count(tel.releaseDecision(finished));
+        } catch {
+          // telemetry never breaks a release
+        }
+      }
+      if (finished === 'left-in-flight') {
+        const code = lastError instanceof IntentkeyError && lastError.code === 'store-failed' ? 'store-failed' : 'store-unavailable';
+        const why = closed ? 'the store was closed before it could be released' : 'the store did not take its release';
+        report(
+          new IntentkeyError(
+            code,
+            `a claim whose insert failed (its handler never ran) is left in flight: ${why}; recovery settles it`,
+            undefined,
+            lastError === null ? undefined : { cause: lastError },
+          ),
+          { phase: 'release', key: request.key },
+        );
+      }
+      return finished;
     }
 
     const onError = options.onError ?? null;
@@ -798,7 +1082,18 @@ export function guardFactory({ internal, claims }) {
         // an onError that throws must not break the request
       }
     }
-    const serving = endpoint === null ? null : servingFor({ start: serveFlow, endpoint, now, report, watch });
+    const serving =
+      endpoint === null
+        ? null
+        : servingFor({
+            start: serveFlow,
+            endpoint,
+            now,
+            report,
+            watch,
+            release: (request) => releaseInBackground(request, report),
+            telemetry: tel,
+          });
 
     /**
      * Serves one request through the core's serve flow (admit, claim, the
@@ -856,6 +1151,14 @@ export function guardFactory({ internal, claims }) {
         /** Performs op `watch` ({ key, ms }, signal): the WIT `watched`, or throws WaitAborted. */
         watch,
         now,
+        /** Releases a claim whose insert failed, in the background (see releaseInBackground): a promise of its finished. */
+        release: releaseInBackground,
+        /** Resolves once every background release in progress now has ended. */
+        releases: () => Promise.allSettled([...releasing]).then(() => {}),
+        /** The guard's telemetry (null in browsers and workerd). */
+        telemetry: tel,
+        /** The deadline of one store call, in milliseconds. */
+        storeDeadlineMs: deadlineMs,
       }),
       [RUN]: runAs,
       [WAIT_OPTION]: (wait, who) => internal.waitMaxMs(wait, who),
@@ -866,6 +1169,8 @@ export function guardFactory({ internal, claims }) {
       run,
       recover,
       recoverSync,
+      /** The deadline of one store call of an asynchronous store, in milliseconds (the core's 2000 unless storeDeadlineMs). */
+      storeDeadlineMs: deadlineMs,
       /** How long a run that finds its record in flight waits for the first attempt, in ms (0: no wait). */
       waitMaxMs,
       recoverAll,

@@ -53,9 +53,32 @@ export interface GuardOptions {
    * endpoint's `wait`. Default: no wait.
    */
   wait?: WaitOptions;
-  /** Hears of what guard.serve() does not send: store failures, a handler's error. */
-  onError?: (error: unknown, context: { phase: 'claim' | 'handler' | 'capture' | 'complete'; key: string | null; retryInMs?: number }) => void;
+  /**
+   * The deadline of one call of an asynchronous store, in milliseconds
+   * (1 to 2147483647; default the core's, claims.storeDeadlineMs(): 2000).
+   * Past it the call is store-unavailable, never a hang: before the claim
+   * decided, the profile's 503 at once; while finishing, tried again on the
+   * core's schedule; a run rejects (retryable).
+   */
+  storeDeadlineMs?: number;
+  /** The OpenTelemetry Tracer of the spans (default the global API's `intentkey` tracer). */
+  tracer?: TelemetryTracer;
+  /** The OpenTelemetry Meter of the metrics (default the global API's `intentkey` meter). */
+  meter?: TelemetryMeter;
+  /**
+   * Hears of what guard.serve() does not send: store failures, a handler's
+   * error, and ('release') a claim whose insert failed that could not be
+   * released in the background (the store never answered, or was closed):
+   * it stays in flight for recovery.
+   */
+  onError?: (error: unknown, context: { phase: 'claim' | 'handler' | 'capture' | 'complete' | 'release'; key: string | null; retryInMs?: number }) => void;
 }
+
+/** An OpenTelemetry Tracer (@opentelemetry/api). */
+export type TelemetryTracer = import('@opentelemetry/api').Tracer;
+
+/** An OpenTelemetry Meter (@opentelemetry/api). */
+export type TelemetryMeter = import('@opentelemetry/api').Meter;
 
 /** A handler's answer to guard.serve(): sent as it is, stored by the core's capture rule. */
 export interface HandlerAnswer {
@@ -208,6 +231,8 @@ export interface Guard {
   readonly keyer: Keyer | undefined;
   readonly rules: Readonly<Rules>;
   readonly staleAfterSeconds: number;
+  /** The deadline of one call of an asynchronous store, in milliseconds. */
+  readonly storeDeadlineMs: number;
   /** How long a run that finds its record in flight waits for the first attempt, in ms (0: no wait). */
   readonly waitMaxMs: number;
 }
@@ -234,6 +259,12 @@ export interface JournalOptions {
   observe?: (event: JournalEvent) => void;
   /** A step or tool call another attempt of the run is at waits up to `maxMs` for its output instead of step-in-flight. */
   wait?: WaitOptions;
+  /** The deadline of one store call, in milliseconds (default the core's 2000): see GuardOptions. */
+  storeDeadlineMs?: number;
+  /** The Tracer of the steps' and tool calls' spans (default the global API's). */
+  tracer?: TelemetryTracer;
+  /** The Meter of their metrics (default the global API's). */
+  meter?: TelemetryMeter;
 }
 
 export interface JournalEvent {
@@ -275,3 +306,13 @@ export interface Journal {
 
 /** Node only: a journal of steps and tool calls over a store. */
 export function createJournal(options: JournalOptions): Journal;
+
+/**
+ * Registers the observable gauge `intentkey.records` of `store` (attributes
+ * `intentkey.status`: `in_flight`, `needs_reconciliation`, and
+ * `intentkey.store`), read with the store's cheap count(status) only when a
+ * metric reader collects; on the global API's `intentkey` meter (register
+ * the SDK first) or `options.meter`. A store without count() (DynamoDB) is a
+ * TypeError. Answers a function that unregisters it.
+ */
+export function observeRecords(store: Store, options?: { meter?: TelemetryMeter }): () => void;

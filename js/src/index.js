@@ -15,7 +15,7 @@ export { pgStore } from './stores/pg.js';
 export { redisStore } from './stores/redis.js';
 export { mysqlStore } from './stores/mysql.js';
 export { dynamoStore } from './stores/dynamodb.js';
-export { createGuard, createJournal } from './node-core.js';
+export { createGuard, createJournal, observeRecords } from './node-core.js';
 
 export const {
   createKeyer,

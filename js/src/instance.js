@@ -325,6 +325,12 @@ export function createInstance({ instantiate, getCoreModule, world }) {
     return callOn(inst, (i) => fn(i.claims));
   }
 
+  /** A call of the raw `flows` exports (the telemetry vocabulary: decisions, names, key digests). */
+  function rawFlows(fn) {
+    const inst = instance();
+    return callOn(inst, (i) => fn(i.flows));
+  }
+
   /** A call of the raw `schema` exports. */
   function rawSchema(fn) {
     const inst = instance();
@@ -370,7 +376,7 @@ export function createInstance({ instantiate, getCoreModule, world }) {
     }
   }
 
-  return { instance, callOn, call, driving, flow, migration, rawClaims, rawSchema, withSecret, withKeyring, randomBytes };
+  return { instance, callOn, call, driving, flow, migration, rawClaims, rawFlows, rawSchema, withSecret, withKeyring, randomBytes };
 }
 
 function hostError(code, field, message) {

@@ -43,11 +43,14 @@ export function journalFactory({ claims, createGuard }) {
    *   now?: () => number,
    *   observe?: (event: object) => void,
    *   wait?: { maxMs?: number },
+   *   storeDeadlineMs?: number,
+   *   tracer?: object,
+   *   meter?: object,
    * }} options
    */
   return function createJournal(options = {}) {
     if (options === null || typeof options !== 'object') {
-      throw new TypeError('createJournal takes { store, keyer, maxOutputBytes?, staleAfterSeconds?, ttlSeconds?, now?, observe?, wait? }');
+      throw new TypeError('createJournal takes { store, keyer, maxOutputBytes?, staleAfterSeconds?, ttlSeconds?, now?, observe?, wait?, storeDeadlineMs?, tracer?, meter? }');
     }
     const { keyer, maxOutputBytes, observe } = options;
     if (keyer === null || typeof keyer !== 'object' || typeof keyer.stepAttempt !== 'function') {
@@ -63,6 +66,11 @@ export function journalFactory({ claims, createGuard }) {
       // A step or tool call found in flight (another attempt of the run is at
       // it) waits up to wait.maxMs for its output instead of step-in-flight.
       wait: options.wait,
+      // The deadline of one store call (the core's 2 s by default).
+      storeDeadlineMs: options.storeDeadlineMs,
+      // Spans and metrics (the global OpenTelemetry API unless given).
+      tracer: options.tracer,
+      meter: options.meter,
     });
     const tell = (event) => {
       if (observe !== undefined) observe(event);

@@ -11,6 +11,7 @@ import { coreModules } from '../vendor/core-modules.js';
 import { createApi } from './core.js';
 import { guardFactory } from './guard.js';
 import { journalFactory } from './journal.js';
+import { recordsGaugeFactory, telemetryFactory } from './telemetry.js';
 
 const vendor = new URL('../vendor/', import.meta.url);
 const modules = new Map();
@@ -39,7 +40,10 @@ export const api = createApi({ instantiate, getCoreModule, world: 'intentkey', p
 export const { claims, internal, init } = api;
 
 /** A guard over the Node component: memory and SQLite through its guard export, PostgreSQL through its flows. */
-export const createGuard = guardFactory(api);
+export const createGuard = guardFactory(api, { telemetry: telemetryFactory(api.internal) });
+
+/** The gauge of records in flight and in needs_reconciliation of a store (OpenTelemetry; see telemetry.js). */
+export const observeRecords = recordsGaugeFactory(api.internal);
 
 /** A journal over the Node guard: steps and tool calls run once per run. */
 export const createJournal = journalFactory({ claims, createGuard });

@@ -1,4 +1,4 @@
-// The README's examples (claim, replay and recovery; rotating the secret; queue consumers; serving without a framework; waiting for the first attempt) run as written and print what they say.
+// The README's examples (claim, replay and recovery; rotating the secret; queue consumers; serving without a framework; waiting for the first attempt; telemetry with a Prometheus endpoint) run as written and print what they say.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -11,6 +11,7 @@ for (const heading of [
   '## Queue consumers',
   '### Serving without a framework',
   '## Waiting for the first attempt',
+  '## Telemetry',
 ]) {
   test(`README: the example of "${heading.slice(3)}" runs`, () => runsAsWritten(heading));
 }

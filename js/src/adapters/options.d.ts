@@ -15,8 +15,14 @@ export interface IdempotencyContext {
 
 /** Where an error the client does not see happened. */
 export interface ErrorContext {
-  /** 'handler': the owner's handler threw; 'complete': finishing the record failed; 'claim': the store could not be reached; 'capture': the handler's answer could not be stored. */
-  phase: 'handler' | 'complete' | 'claim' | 'capture';
+  /**
+   * 'handler': the owner's handler threw; 'complete': finishing the record
+   * failed; 'claim': the store could not be reached; 'capture': the handler's
+   * answer could not be stored; 'release': a claim whose insert failed (its
+   * handler never ran) could not be released in the background (the store
+   * never answered, or was closed): it stays in flight for recovery.
+   */
+  phase: 'handler' | 'complete' | 'claim' | 'capture' | 'release';
   /** The storage key. */
   key: string;
 }
@@ -68,6 +74,18 @@ export interface IdempotencySettings<Req extends unknown[]> {
    * client that disconnects ends its wait. Default: no wait.
    */
   wait?: WaitOptions;
+  /**
+   * The deadline of one call of an asynchronous store, in milliseconds (1 to
+   * 2147483647; default the core's 2000): past it the call is
+   * store-unavailable, never a hang (before the claim decided: the profile's
+   * 503 with Retry-After at once; while finishing: tried again on the core's
+   * schedule).
+   */
+  storeDeadlineMs?: number;
+  /** The OpenTelemetry Tracer of the requests' spans (default the global @opentelemetry/api's). */
+  tracer?: import('../index.js').TelemetryTracer;
+  /** The OpenTelemetry Meter of the metrics (default the global @opentelemetry/api's). */
+  meter?: import('../index.js').TelemetryMeter;
   /** Errors the client does not see (a handler's throw, a failed completion); default console.error (Fastify: request.log). */
   onError?: (error: unknown, context: ErrorContext) => void;
 }

@@ -13,7 +13,7 @@
 // `onError`. No HTTP rule and no sequence of claims is here.
 import { IntentkeyError } from '../errors.js';
 export { errorStatus, headerPairs } from './serving.js';
-import { PIPELINE } from '../guard.js';
+import { PIPELINE, checkDeadline, checkTelemetry } from '../guard.js';
 import { servingFor } from './serving.js';
 import { ENDPOINT_OPTIONS, checkOptionNames } from '../endpoint.js';
 import { waitError, waitMaxMsIn } from '../watching.js';
@@ -30,6 +30,8 @@ const PIPELINE_OPTIONS = Object.freeze([
   'route',
   'methods',
   'onError',
+  'tracer',
+  'meter',
 ]);
 
 function optionError(option, message) {
@@ -72,8 +74,10 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
         `is missing: ${adapter} needs a record store (memoryStore() for tests, sqliteStore(path), await pgStore(pool))`,
       );
     }
-    // `wait: { maxMs }`: checked here first, so that a mistake names the adapter.
+    // `wait: { maxMs }` and `storeDeadlineMs`: checked here first, so that a mistake names the adapter.
     waitMaxMsIn(options.wait, adapter);
+    checkDeadline(options.storeDeadlineMs, adapter);
+    checkTelemetry(options, adapter);
     let endpoint;
     try {
       endpoint = createEndpoint({
@@ -102,6 +106,9 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
         fastCompletion: options.fastCompletion,
         now: options.now,
         wait: options.wait,
+        storeDeadlineMs: options.storeDeadlineMs,
+        tracer: options.tracer,
+        meter: options.meter,
       });
     } catch (e) {
       if (e instanceof IntentkeyError) throw e;
@@ -146,11 +153,15 @@ export function pipelineFactory({ createEndpoint, createGuard }) {
     }
 
     const serving = servingFor({
-      start: (request) => guard[PIPELINE].serve(request),
+      start: (request, probe) => guard[PIPELINE].serve(request, probe),
       endpoint,
       now,
       report,
       watch: guard[PIPELINE].watch,
+      // A claim whose insert failed is released in the background; a claim
+      // left in flight is reported to onError (phase 'release').
+      release: (request) => guard[PIPELINE].release(request, report),
+      telemetry: guard[PIPELINE].telemetry,
     });
 
     /**

@@ -6,7 +6,9 @@
 // (a synchronous store's run inside the component), the pause before a
 // completion is tried again, the watch of a retry that waits for the first
 // attempt (op `watch`: the core decides how long and what follows), the
-// handler's outcome, and the reports.
+// handler's outcome, the reports, the background release of a claim whose
+// insert failed (the flow's `served.unreleased`) and the request's telemetry
+// (a span and metrics, in the core's vocabulary).
 import { IntentkeyError } from '../errors.js';
 import { bytesIn } from '../claims.js';
 import { WaitAborted } from '../watching.js';
@@ -50,15 +52,19 @@ export function headerPairs(entries) {
 /**
  * A server of requests over one serve-flow maker.
  * @param {{
- *   start: (request: object) => { next: Function, perform: Function, drop: Function },
+ *   start: (request: object, probe: object | null) => { next: Function, perform: Function, drop: Function },
  *   endpoint: object,
  *   now: () => number,
  *   report: (error: unknown, context: object, log?: Function) => void,
  *   watch: (request: { key: string, ms: number }, signal?: AbortSignal) => Promise<object>,
+ *   release: (request: { key: string, ownerToken: string }) => unknown,
+ *   telemetry?: { begin: (profile: string) => object | null } | null,
  * }} host `watch` performs op `watch` (the WIT op-result `watched`; throws
- *   WaitAborted when `signal` aborted)
+ *   WaitAborted when `signal` aborted); `release` releases a claim whose
+ *   insert failed in the background (the flow's `served.unreleased`);
+ *   `telemetry` begins the probe (span and metrics) of each request
  */
-export function servingFor({ start, endpoint, now, report, watch }) {
+export function servingFor({ start, endpoint, now, report, watch, release, telemetry = null }) {
   /**
    * Drives the core's serve flow from `step` until it needs the handler (op
    * `effect`: { tag: 'owned', step }) or ends ({ tag: 'served', served }).
@@ -72,7 +78,7 @@ export function servingFor({ start, endpoint, now, report, watch }) {
    * after; when `signal` aborts meanwhile (the client went away) this throws
    * WaitAborted: the waiter owns nothing, so the flow is abandoned.
    */
-  async function drive(flow, step, key, signal) {
+  async function drive(flow, step, key, signal, probe = null) {
     // Before the handler (no key yet) the flow claims; after it, it finishes.
     const phase = key === null ? 'claim' : 'complete';
     let failed = null;
@@ -92,6 +98,7 @@ export function servingFor({ start, endpoint, now, report, watch }) {
       if (op.tag === 'watch') {
         if (failed !== null) report(failed, { phase, key });
         failed = null;
+        probe?.sawKey(op.val.key, false);
         step = flow.next(await watch(op.val, signal));
         continue;
       }
@@ -104,6 +111,9 @@ export function servingFor({ start, endpoint, now, report, watch }) {
       step = flow.next(result);
     }
     const out = step.val.val;
+    // A claim whose insert failed (its answer may have been lost; its handler
+    // never ran): released in the background, so a retry runs.
+    if (out.unreleased !== undefined && out.unreleased !== null) release(out.unreleased);
     if (failed !== null) report(failed, { phase, key });
     if (seen === 0) {
       if (out.claimFailure !== undefined && out.claimFailure !== null) report(failureError(out.claimFailure), { phase: 'claim', key });
@@ -124,38 +134,54 @@ export function servingFor({ start, endpoint, now, report, watch }) {
    * that is one component call, unless the request waits.
    */
   async function serveRequest(request, signal) {
-    const flow = start(request);
+    // The request's span and metrics (null when nothing records them).
+    const probe = telemetry === null ? null : telemetry.begin(endpoint.profile);
+    let flow;
     let end;
     try {
-      end = await drive(flow, flow.next(undefined), null, signal);
+      flow = start(request, probe);
+      end = await drive(flow, flow.next(undefined), null, signal, probe);
     } catch (e) {
-      flow.drop();
-      if (e instanceof WaitAborted) return { tag: 'aborted', reply: endpoint.answer({ tag: 'in-flight' }, now()) };
+      flow?.drop();
+      if (e instanceof WaitAborted) {
+        probe?.abandoned();
+        return { tag: 'aborted', reply: endpoint.answer({ tag: 'in-flight' }, now()) };
+      }
+      probe?.failed(e);
       throw e;
     }
-    if (end.tag === 'owned') return { tag: 'owned', ticket: ticketFor(flow, end.step.val.val, request.tenantId) };
+    if (end.tag === 'owned') {
+      const key = end.step.val.val;
+      probe?.sawKey(key, true);
+      return { tag: 'owned', ticket: ticketFor(flow, key, request.tenantId, probe) };
+    }
     flow.drop();
     const out = end.served;
+    probe?.served(out.path, out.finished, out.waitedMs);
     if (out.path === 'unguarded') return { tag: 'unguarded' };
     return { tag: 'reply', path: out.path, reply: out.reply, waitedMs: out.waitedMs ?? 0 };
   }
 
   /** An owned request in progress: what the adapter hands the handler's outcome to. */
-  function ticketFor(flow, key, tenantId) {
+  function ticketFor(flow, key, tenantId, probe) {
     let settled = false;
     const once = () => {
       if (settled) throw new Error('intentkey: this request was already finished (a bug in the adapter)');
       settled = true;
     };
-    const result = (out) => ({
-      path: out.path,
-      reply: out.reply ?? null,
-      finished: out.finished ?? null,
-      finishRetries: out.finishRetries,
-    });
+    const result = (out) => {
+      probe?.served(out.path, out.finished, out.waitedMs);
+      return {
+        path: out.path,
+        reply: out.reply ?? null,
+        finished: out.finished ?? null,
+        finishRetries: out.finishRetries,
+      };
+    };
     /** What the adapter does when the flow itself broke (a bug): report; 500 for a failure, else send the answer. */
     function broken(e, handled) {
       flow.drop();
+      probe?.failed(e);
       report(e, { phase: 'complete', key });
       return handled.tag === 'answered'
         ? { path: 'handler', reply: null, finished: null, finishRetries: 0 }
@@ -173,7 +199,7 @@ export function servingFor({ start, endpoint, now, report, watch }) {
         flow.drop();
         return result(step.val.val);
       }
-      return drive(flow, step, key).then(
+      return drive(flow, step, key, undefined, probe).then(
         (end) => {
           flow.drop();
           return result(end.served);

@@ -18,7 +18,7 @@
 // the core's claim flow through the `flows` resource.
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { TRUSTED, dynamoLayout as core, storeError } from './schema.js';
+import { CLOSING, TRUSTED, dynamoLayout as core, storeError, closer } from './schema.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
@@ -350,6 +350,8 @@ export async function dynamoStore(options = {}) {
     throw e;
   }
 
+  const closing = closer();
+
   return {
     kind: 'dynamodb',
     synchronous: false,
@@ -404,8 +406,12 @@ export async function dynamoStore(options = {}) {
       return counts.reduce((a, b) => a + b, 0);
     },
 
+    /** Closed when close() is called (a guard's background work on this store stops). */
+    [CLOSING]: closing,
+
     /** Destroys the client if the store made it (from a URL). */
     async close() {
+      closing.close();
       if (owned) client.destroy();
     },
   };

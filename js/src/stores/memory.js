@@ -7,7 +7,7 @@
 // the pure component, awaits it in the core's flows). No imports from Node: it
 // runs wherever the package does. A retry that waits for the first attempt
 // (op `watch`) is woken by this store's own writes that changed its record.
-import { TRUSTED } from './trusted.js';
+import { CLOSING, TRUSTED, closer } from './trusted.js';
 import { createWatchers } from './watchers.js';
 
 /** A record store in memory (lost when the process ends). */
@@ -15,6 +15,7 @@ export function memoryStore() {
   /** @type {Map<string, any>} WIT records by key */
   const rows = new Map();
   const watchers = createWatchers();
+  const closing = closer();
 
   /** The record under `key` if it is in flight and still carries `token`. */
   function fenced(key, token) {
@@ -50,11 +51,16 @@ export function memoryStore() {
       return true;
     },
 
-    /** The fenced recovery write: every mutable column, if the token and the look-up count still match. */
+    /**
+     * The fenced recovery write: every mutable column, if the record is in
+     * flight or awaiting reconciliation (a human's decision) and the token and
+     * the look-up count still match.
+     */
     replace(x) {
       const next = x.record;
-      const r = fenced(next.key, x.expectedToken);
-      if (r === undefined || r.lookups !== x.expectedLookups) return false;
+      const r = rows.get(next.key);
+      if (r === undefined || (r.status !== 'in-flight' && r.status !== 'needs-reconciliation')) return false;
+      if (r.ownerToken !== x.expectedToken || r.lookups !== x.expectedLookups) return false;
       r.status = next.status;
       r.ownerToken = next.ownerToken;
       r.response = next.response;
@@ -102,8 +108,28 @@ export function memoryStore() {
      */
     watch: watchers.watch,
 
+    /**
+     * How many records have `status` (WIT spelling), and the oldest claim
+     * among them: { count, oldest }.
+     */
+    count(status) {
+      let count = 0;
+      let oldest = null;
+      for (const r of rows.values()) {
+        if (r.status !== status) continue;
+        count++;
+        const at = Number(r.createdAt);
+        if (oldest === null || at < oldest) oldest = at;
+      }
+      return { count, oldest };
+    },
+
+    /** Closed when close() is called (a guard's background work on this store stops). */
+    [CLOSING]: closing,
+
     /** Wakes every waiter (they claim again). */
     close() {
+      closing.close();
       watchers.wakeAll();
     },
   };

@@ -18,7 +18,7 @@
 // claim flow through the `flows` resource (no sequencing here).
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { TRUSTED, migrationFlow, sqlDecodeRow, sqlDuplicateKeyError, sqlErrorClass, sqlParams, sqlStatements, storeError } from './schema.js';
+import { CLOSING, TRUSTED, migrationFlow, sqlCounted, sqlDecodeRow, sqlDuplicateKeyError, sqlErrorClass, sqlParams, sqlStatements, storeError, closer } from './schema.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
@@ -280,6 +280,8 @@ export async function mysqlStore(options = {}) {
     return out.result.map((row) => sqlDecodeRow(rowValues(row, out.fields)));
   };
 
+  const closing = closer();
+
   return {
     kind: 'mysql',
     synchronous: false,
@@ -318,9 +320,26 @@ export async function mysqlStore(options = {}) {
     },
     list: (status, limit) => records('list', 'list', status, limit),
     purge: (now) => changed('purge', 'purge', now),
+    /**
+     * How many records have `status` (WIT spelling), and the oldest claim
+     * among them: { count, oldest } (the core's `count` statement, which
+     * reads the status index only).
+     */
+    async count(status) {
+      let out;
+      try {
+        out = await execute('count', 'count', status);
+      } catch (e) {
+        throw failure(e);
+      }
+      return sqlCounted(out.result.map((row) => rowValues(row, out.fields)));
+    },
+    /** Closed when close() is called (a guard's background work on this store stops). */
+    [CLOSING]: closing,
 
     /** Ends the pool if this store made it (from a URL). */
     async close() {
+      closing.close();
       if (owned) await db.end();
     },
   };

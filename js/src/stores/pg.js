@@ -22,7 +22,7 @@
 // core's periodic re-check.
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { TRUSTED, WAITING, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { CLOSING, TRUSTED, WAITING, migrationFlow, sqlCounted, sqlDecodeRow, sqlParams, sqlStatements, storeError, closer } from './schema.js';
 import { createWatchers } from './watchers.js';
 
 
@@ -185,18 +185,70 @@ export async function pgStore(poolOrConfig, options = {}) {
     throw e;
   }
 
+  if (owned) {
+    // An idle connection of the pool that drops (the server restarted, the
+    // network reset it) is only removed: the next call connects again. Without
+    // a listener node-postgres would throw the error out of the process.
+    db.on('error', () => {});
+  }
+
+  /**
+   * Runs `config` on the pool or client. `signal` (the guard's, aborted when
+   * it gave up on the call: the store deadline passed): a call still waiting
+   * for a connection of the pool then is never sent, so that no statement
+   * runs long after its caller moved on.
+   */
+  function send(config, signal) {
+    if (signal === undefined || !pool) return db.query(config);
+    const givenUp = (when) => storeError('unavailable', `postgres: the call was given up ${when}`);
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) {
+        reject(givenUp('before it was sent'));
+        return;
+      }
+      // pool.query's own steps, with a look at the signal once a connection is free.
+      db.connect((err, client) => {
+        if (err) {
+          reject(err);
+          return;
+        }
+        if (signal.aborted) {
+          client.release();
+          reject(givenUp('before a connection was free'));
+          return;
+        }
+        let released = false;
+        const onError = (e) => {
+          if (released) return;
+          released = true;
+          client.release(e);
+          reject(e);
+        };
+        client.once('error', onError);
+        client.query(config, (e, result) => {
+          client.removeListener('error', onError);
+          if (released) return;
+          released = true;
+          client.release(e);
+          if (e) reject(e);
+          else resolve(result);
+        });
+      });
+    });
+  }
+
   /** Runs the core's statement `name` for `op` (prepared once per connection). */
-  const query = async (name, op, ...args) => {
+  const query = async (name, op, args, signal) => {
     const st = sql[name];
     try {
-      return await db.query({ name: st.preparedName, text: st.text, values: bind(sqlParams(op, ...args)), rowMode: 'array' });
+      return await send({ name: st.preparedName, text: st.text, values: bind(sqlParams(op, ...args)), rowMode: 'array' }, signal);
     } catch (e) {
       throw failure(e);
     }
   };
-  const count = async (name, op, ...args) => (await query(name, op, ...args)).rowCount;
-  const records = async (name, op, ...args) => {
-    const { rows, fields } = await query(name, op, ...args);
+  const count = async (name, op, args, signal) => (await query(name, op, args, signal)).rowCount;
+  const records = async (name, op, args, signal) => {
+    const { rows, fields } = await query(name, op, args, signal);
     return rows.map((row) => sqlDecodeRow(rowValues(row, fields)));
   };
 
@@ -208,6 +260,7 @@ export async function pgStore(poolOrConfig, options = {}) {
   /** Notifications sent and not answered yet (close() waits for them). */
   const sending = new Set();
   let closed = false;
+  const closing = closer();
 
   /** After a fenced write: wakes this process's waiters of `key`, and other processes' when notifying. */
   function changed(key, written) {
@@ -292,15 +345,27 @@ export async function pgStore(poolOrConfig, options = {}) {
     /** The pg Pool or Client. */
     db,
 
-    insert: async (record) => (await count('insert', 'insert', record)) === 1,
-    get: async (key) => (await records('get', 'get', key))[0],
+    // Each operation takes an optional AbortSignal: see send().
+    insert: async (record, signal) => (await count('insert', 'insert', [record], signal)) === 1,
+    get: async (key, signal) => (await records('get', 'get', [key], signal))[0],
     // A fast completion's statement sets synchronous_commit = off for its own
     // transaction only (set_config(…, true)), so it needs no session of its own.
-    complete: async (c) => changed(c.key, (await count(c.fast ? 'complete-fast' : 'complete', 'complete', c)) === 1),
-    replace: async (r) => changed(r.record.key, (await count('replace', 'replace', r)) === 1),
-    release: async (r) => changed(r.key, (await count('release', 'release', r)) === 1),
-    list: (status, limit) => records('list', 'list', status, limit),
-    purge: (now) => count('purge', 'purge', now),
+    complete: async (c, signal) => changed(c.key, (await count(c.fast ? 'complete-fast' : 'complete', 'complete', [c], signal)) === 1),
+    replace: async (r, signal) => changed(r.record.key, (await count('replace', 'replace', [r], signal)) === 1),
+    release: async (r, signal) => changed(r.key, (await count('release', 'release', [r], signal)) === 1),
+    list: (status, limit, signal) => records('list', 'list', [status, limit], signal),
+    purge: (now, signal) => count('purge', 'purge', [now], signal),
+    /**
+     * How many records have `status` (WIT spelling), and the oldest claim
+     * among them: { count, oldest } (the core's `count` statement, which
+     * reads the status index only).
+     */
+    async count(status) {
+      const { rows, fields } = await query('count', 'count', [status]);
+      return sqlCounted(rows.map((row) => rowValues(row, fields)));
+    },
+    /** Closed when close() is called (a guard's background work on this store stops). */
+    [CLOSING]: closing,
 
     /**
      * Resolves when the record of `key` changed (this store's write, or a
@@ -324,6 +389,7 @@ export async function pgStore(poolOrConfig, options = {}) {
     /** Ends the listening connection, wakes every waiter, and ends the pool if this store made it. */
     async close() {
       closed = true;
+      closing.close();
       if (listener.timer !== null) clearTimeout(listener.timer);
       listener.timer = null;
       const client = listener.client;

@@ -26,7 +26,7 @@
 import { createHash } from 'node:crypto';
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { TRUSTED, coreSchema, redisCall, redisDecode, redisLayout, storeError } from './schema.js';
+import { CLOSING, TRUSTED, coreSchema, redisCall, redisDecode, redisLayout, storeError, closer } from './schema.js';
 import { createWatchers } from './watchers.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -163,13 +163,18 @@ function parseUrl(url) {
 async function connect(parsed) {
   const { Redis, Cluster } = await loadDriver();
   // Fail fast while Redis is down (store-unavailable) instead of queueing commands.
+  // A command sent on a connection that dropped before its answer came is
+  // never sent again after the reconnect (ioredis's autoResendUnfulfilledCommands,
+  // on by default): it may have run already, and a claim run twice would find
+  // its own record and answer 409 for a request whose handler never ran; the
+  // caller got store-unavailable, and its flow decides.
   const client = parsed.cluster
     ? new Cluster(parsed.connect.nodes, {
         lazyConnect: true,
         enableOfflineQueue: false,
-        redisOptions: { ...parsed.connect.redisOptions, maxRetriesPerRequest: 1 },
+        redisOptions: { ...parsed.connect.redisOptions, maxRetriesPerRequest: 1, autoResendUnfulfilledCommands: false },
       })
-    : new Redis(parsed.connect, { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false });
+    : new Redis(parsed.connect, { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false, autoResendUnfulfilledCommands: false });
   // Failures reach the caller through the operations (store-unavailable); the
   // client's own reconnect errors are not logged as unhandled.
   client.on('error', () => {});
@@ -231,15 +236,44 @@ export async function redisStore(options = {}) {
   const layout = Object.freeze({ prefix, cluster: parsed?.cluster ?? client.isCluster === true });
   redisLayout.check(layout); // the core's: invalid-argument naming `prefix`
 
+  // A command written on a connection that closes before its answer came is
+  // not sent again when ioredis does not resend (autoResendUnfulfilledCommands
+  // off, as on the clients this store makes), and ioredis then leaves its
+  // promise pending for good: here it fails when the connection closes,
+  // store-unavailable, so the flow decides now rather than at the deadline.
+  let failOnClose = false;
+  const lost = new Set();
+  /** `promise` of a command sent now, failed if its connection closes first. */
+  function sent(promise) {
+    if (!failOnClose || client.status !== 'ready') return promise;
+    return new Promise((resolve, reject) => {
+      const fail = () => {
+        lost.delete(fail);
+        reject(storeError('unavailable', 'redis: the connection closed before the answer came (the command is not sent again)'));
+      };
+      lost.add(fail);
+      promise.then(
+        (value) => {
+          lost.delete(fail);
+          resolve(value);
+        },
+        (e) => {
+          lost.delete(fail);
+          reject(e);
+        },
+      );
+    });
+  }
+
   /** EVALSHA, or EVAL when the server (on a cluster: that slot's master) does not know the script yet. */
   async function run({ script, keys, args }) {
     const { sha, source } = S[script];
     try {
       try {
-        return await client.evalsha(sha, keys.length, ...keys, ...args);
+        return await sent(client.evalsha(sha, keys.length, ...keys, ...args));
       } catch (e) {
         if (!noScript(e)) throw e;
-        return await client.eval(source, keys.length, ...keys, ...args);
+        return await sent(client.eval(source, keys.length, ...keys, ...args));
       }
     } catch (e) {
       throw failure(e);
@@ -254,7 +288,7 @@ export async function redisStore(options = {}) {
    */
   async function runAndWait({ script, keys, args }) {
     const { sha, source } = S[script];
-    const send = (eval_, body) => client.pipeline()[eval_](body, keys.length, ...keys, ...args).call('wait', wait, waitTimeoutMs).exec();
+    const send = (eval_, body) => sent(client.pipeline()[eval_](body, keys.length, ...keys, ...args).call('wait', wait, waitTimeoutMs).exec());
     let replies;
     try {
       replies = await send('evalsha', sha);
@@ -294,6 +328,14 @@ export async function redisStore(options = {}) {
     }
   }
   const owned = parsed !== undefined;
+  if (!layout.cluster && client.options?.autoResendUnfulfilledCommands === false && typeof client.on === 'function') {
+    failOnClose = true;
+    client.on('close', () => {
+      for (const fail of [...lost]) fail();
+    });
+  }
+
+  const closing = closer();
 
   // The subscriber: one per store, started by the first wait.
   const listener = { sub: null, closed: false, retryAt: 0, connects: 0 };
@@ -353,7 +395,7 @@ export async function redisStore(options = {}) {
     async get(key) {
       let value;
       try {
-        value = await client.get(redisLayout.recordKey(layout, key));
+        value = await sent(client.get(redisLayout.recordKey(layout, key)));
       } catch (e) {
         throw failure(e);
       }
@@ -403,8 +445,27 @@ export async function redisStore(options = {}) {
       return counts.reduce((a, b) => a + b, 0);
     },
 
+    /**
+     * How many records have `status` (WIT spelling): { count, oldest: null }
+     * (the sum of the ZCARDs of the layout's status indexes, one per bucket;
+     * the oldest claim is not read).
+     */
+    async count(status) {
+      let cards;
+      try {
+        cards = await Promise.all(redisLayout.indexKeys(layout, status).map((key) => client.zcard(key)));
+      } catch (e) {
+        throw failure(e);
+      }
+      return { count: cards.reduce((a, b) => a + Number(b), 0), oldest: null };
+    },
+
+    /** Closed when close() is called (a guard's background work on this store stops). */
+    [CLOSING]: closing,
+
     /** Quits the subscriber, wakes every waiter, and quits the client if the store made it (from a URL). */
     async close() {
+      closing.close();
       listener.closed = true;
       const { sub } = listener;
       listener.sub = null;

@@ -8,7 +8,7 @@
 // core (docs/stores.md).
 import { internal } from '../node-core.js';
 
-export { TRUSTED, WAITING } from './trusted.js';
+export { CLOSING, TRUSTED, WAITING, closer } from './trusted.js';
 
 let cached = null;
 /**
@@ -68,7 +68,8 @@ export function redisCall(op, layout, value) {
  *  - purge(layout, now): the `purge` script calls, one per bucket;
  *  - checkReplicas(wanted, acked): store-unavailable when WAIT acknowledged fewer replicas than wanted;
  *  - channel(layout, key): the sharded pub/sub channel the writes of record `key` publish its key on;
- *  - channels(layout): every bucket's change channel (one on a single server), to SSUBSCRIBE once.
+ *  - channels(layout): every bucket's change channel (one on a single server), to SSUBSCRIBE once;
+ *  - indexKeys(layout, status): the status index of every bucket: the sum of their ZCARDs counts the records.
  */
 export const redisLayout = Object.freeze({
   check: (layout) => internal.rawSchema((s) => s.redisCheckLayout(layout)),
@@ -79,6 +80,7 @@ export const redisLayout = Object.freeze({
   checkReplicas: (wanted, acked) => internal.rawSchema((s) => s.redisCheckReplicas(wanted, BigInt(acked))),
   channel: (layout, key) => internal.rawSchema((s) => s.redisChannel(layout, key)),
   channels: (layout) => internal.rawSchema((s) => s.redisChannels(layout)),
+  indexKeys: (layout, status) => internal.rawSchema((s) => s.redisIndexKeys(layout, status)),
 });
 
 /** A stored Redis value as the WIT record under `key` (the core decodes; store-failed when malformed). */
@@ -187,6 +189,8 @@ export function sqlParams(op, ...args) {
         return s.sqlListParams(args[0], args[1]);
       case 'purge':
         return s.sqlPurgeParams(BigInt(args[0]));
+      case 'count':
+        return s.sqlCountParams(args[0]);
       default:
         throw new Error(`intentkey: no SQL statement for ${op} (a bug)`);
     }
@@ -203,6 +207,28 @@ export function sqlDecodeRow(values) {
   } catch (e) {
     throw storeError('failed', e instanceof Error ? e.message : String(e), e);
   }
+}
+
+/**
+ * The rows of the core's `count` statement (sql-values, one row per status
+ * present) as { count, oldest }: how many records, and the oldest claim among
+ * them (whole seconds; null when there is none). A row intentkey did not
+ * write is a `failed` store error.
+ */
+export function sqlCounted(rows) {
+  let count = 0;
+  let oldest = null;
+  for (const values of rows) {
+    let c;
+    try {
+      c = internal.rawSchema((s) => s.sqlDecodeCount(values));
+    } catch (e) {
+      throw storeError('failed', e instanceof Error ? e.message : String(e), e);
+    }
+    count += Number(c.count);
+    if (c.oldest !== undefined && c.oldest !== null && (oldest === null || Number(c.oldest) < oldest)) oldest = Number(c.oldest);
+  }
+  return { count, oldest };
 }
 
 /**

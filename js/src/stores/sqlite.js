@@ -10,7 +10,7 @@
 // component's `store` import. Fast completions (`completion.fast`) are written
 // like any other: SQLite has no per-transaction asynchronous commit.
 import { createRequire } from 'node:module';
-import { TRUSTED, migrationFlow, sqlDecodeRow, sqlParams, sqlStatements, storeError } from './schema.js';
+import { CLOSING, TRUSTED, migrationFlow, sqlCounted, sqlDecodeRow, sqlParams, sqlStatements, storeError, closer } from './schema.js';
 import { createWatchers } from './watchers.js';
 
 
@@ -158,6 +158,7 @@ export function sqliteStore(pathOrDb, options = {}) {
   // store's own writes that changed their record; other processes' writes
   // are seen at the end of each of the core's intervals.
   const watchers = createWatchers();
+  const closing = closer();
   /** A fenced write's answer, waking the waiters of `key` when it changed the record. */
   const woke = (key, changed) => {
     if (changed) watchers.changed(key);
@@ -178,11 +179,29 @@ export function sqliteStore(pathOrDb, options = {}) {
     release: (r) => woke(r.key, run('release', 'release', r) === 1),
     list: (status, limit) => all('list', 'list', status, limit),
     purge: (now) => Number(run('purge', 'purge', now)),
+    /**
+     * How many records have `status` (WIT spelling), and the oldest claim
+     * among them: { count, oldest } (the core's `count` statement, which
+     * reads the status index only).
+     */
+    count(status) {
+      const values = bind(sqlParams('count', status));
+      let rows;
+      try {
+        rows = prepared.count.all(values);
+      } catch (e) {
+        throw failure(e);
+      }
+      return sqlCounted(rows.map(rowValues));
+    },
+    /** Closed when close() is called (a guard's background work on this store stops). */
+    [CLOSING]: closing,
     /** Resolves when this store's write changed the record of `key`, after `ms`, or when `signal` aborts. */
     watch: watchers.watch,
 
     /** Closes the database if this store opened it; wakes every waiter. */
     close() {
+      closing.close();
       watchers.wakeAll();
       if (owned && db.open) db.close();
     },

@@ -11,3 +11,40 @@ export const TRUSTED = Symbol('intentkey.trusted-store');
  * records its writes change (unless made with `notify: false`). Optional.
  */
 export const WAITING = Symbol('intentkey.store-waiting');
+
+/**
+ * The closing of a store (a `closer()`): work a guard runs in the background
+ * on the store (the release of a claim whose insert failed) stops once the
+ * store's close() is called, instead of keeping the process alive. Optional.
+ */
+export const CLOSING = Symbol('intentkey.store-closing');
+
+/**
+ * A store's closing: `closed`, `onClose(fn)` (fn runs once close() is called,
+ * at once if it was; answers a function that forgets fn) and `close()`. Not
+ * an AbortSignal: any number of waiters, no listener limit.
+ */
+export function closer() {
+  const waiting = new Set();
+  let closed = false;
+  return Object.freeze({
+    get closed() {
+      return closed;
+    },
+    onClose(fn) {
+      if (closed) {
+        fn();
+        return () => {};
+      }
+      waiting.add(fn);
+      return () => waiting.delete(fn);
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      const fns = [...waiting];
+      waiting.clear();
+      for (const fn of fns) fn();
+    },
+  });
+}

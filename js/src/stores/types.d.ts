@@ -48,25 +48,37 @@ export interface WitReplacement {
  * atomic statement, every write after the claim fenced on the owner token.
  * Synchronous stores (`synchronous: true`) answer plain values and plug into the
  * component's store import; asynchronous ones answer promises and the guard
- * drives the core's flow over them. A failure is thrown with
+ * drives the core's flow over them, each call within the store deadline
+ * (`storeDeadlineMs`): an asynchronous store's operation gets, after its
+ * arguments, an AbortSignal that aborts when the guard gave up on the call,
+ * so that a call not sent yet (waiting for a pooled connection) is never
+ * sent. A failure is thrown with
  * `payload: { tag: 'unavailable' | 'failed', val: message }`.
  */
 export interface Store {
+  /** The package's stores: memory, sqlite, pg, mysql, redis, dynamodb (telemetry names pg `postgres`, any other store `custom`). */
   readonly kind: string;
   readonly synchronous: boolean;
   /** INSERT … ON CONFLICT (key) DO NOTHING: true when this call inserted. */
-  insert(record: WitRecord): MaybePromise<boolean>;
-  get(key: string): MaybePromise<WitRecord | undefined>;
+  insert(record: WitRecord, signal?: AbortSignal): MaybePromise<boolean>;
+  get(key: string, signal?: AbortSignal): MaybePromise<WitRecord | undefined>;
   /** UPDATE … SET status = 'done', … WHERE key AND status = 'in_flight' AND owner_token. */
-  complete(completion: WitCompletion): MaybePromise<boolean>;
+  complete(completion: WitCompletion, signal?: AbortSignal): MaybePromise<boolean>;
   /** Every mutable column, WHERE key AND status = 'in_flight' AND owner_token AND lookups. */
-  replace(replacement: WitReplacement): MaybePromise<boolean>;
+  replace(replacement: WitReplacement, signal?: AbortSignal): MaybePromise<boolean>;
   /** DELETE … WHERE key AND status = 'in_flight' AND owner_token. */
-  release(request: { key: string; ownerToken: string }): MaybePromise<boolean>;
+  release(request: { key: string; ownerToken: string }, signal?: AbortSignal): MaybePromise<boolean>;
   /** Records with `status`, oldest first (created_at, key), at most `limit`. */
-  list(status: WitRecord['status'], limit: number): MaybePromise<WitRecord[]>;
+  list(status: WitRecord['status'], limit: number, signal?: AbortSignal): MaybePromise<WitRecord[]>;
   /** DELETE … WHERE status = 'done' AND expires_at <= now: how many. */
-  purge(now: bigint): MaybePromise<number | bigint>;
+  purge(now: bigint, signal?: AbortSignal): MaybePromise<number | bigint>;
+  /**
+   * Optional: how many records have `status`, and the oldest claim among
+   * them (whole seconds; null when none or not read): the cheap count the
+   * records gauge reads (observeRecords). The package's stores have it,
+   * DynamoDB apart.
+   */
+  count?(status: WitRecord['status']): MaybePromise<RecordCount>;
   /**
    * Optional: resolves when the record of `key` changed (completed, released,
    * taken over), after `ms` milliseconds, or when `signal` aborts, whichever
@@ -77,9 +89,16 @@ export interface Store {
   close?(): MaybePromise<void>;
 }
 
+/** What a store's count(status) answers. */
+export interface RecordCount {
+  count: number;
+  oldest: number | null;
+}
+
 export interface MemoryStore extends Store {
   readonly kind: 'memory';
   readonly synchronous: true;
+  count(status: WitRecord['status']): RecordCount;
   /** Woken by this store's own writes. */
   watch(key: string, ms: number, signal?: AbortSignal): Promise<void>;
   close(): void;
@@ -88,6 +107,8 @@ export interface MemoryStore extends Store {
 export interface SqliteStore extends Store {
   readonly kind: 'sqlite';
   readonly synchronous: true;
+  /** The core's `count` statement (the status index only). */
+  count(status: WitRecord['status']): RecordCount;
   /** The better-sqlite3 Database. */
   readonly db: any;
   /** Woken by this store's own writes (other processes': at the core's next re-check). */
@@ -99,6 +120,8 @@ export interface SqliteStore extends Store {
 export interface PgStore extends Store {
   readonly kind: 'pg';
   readonly synchronous: false;
+  /** The core's `count` statement (the status index only). */
+  count(status: WitRecord['status']): Promise<RecordCount>;
   /** The pg Pool or Client. */
   readonly db: any;
   /** Whether its writes that change a record send the core's `notify` statement now (see the `notify` option). */
@@ -112,6 +135,8 @@ export interface PgStore extends Store {
 export interface MysqlStore extends Store {
   readonly kind: 'mysql';
   readonly synchronous: false;
+  /** The core's `count` statement (the status index only). */
+  count(status: WitRecord['status']): Promise<RecordCount>;
   /** The mysql2/promise pool. */
   readonly db: any;
   /** Ends the pool if the store made it (from a URL). */
@@ -121,6 +146,8 @@ export interface MysqlStore extends Store {
 export interface RedisStore extends Store {
   readonly kind: 'redis';
   readonly synchronous: false;
+  /** The sum of the ZCARDs of the layout's status indexes (`oldest` is null: not read). */
+  count(status: WitRecord['status']): Promise<RecordCount>;
   /** The ioredis client (a Cluster on a cluster). */
   readonly client: any;
   /** The prefix of every key the store writes. */

@@ -322,3 +322,19 @@ async function waitingSide(): Promise<void> {
   console.log(r.outcome, waited, on, endpointWait, guardWait, LISTENER_APPLICATION_NAME);
 }
 void waitingSide;
+
+// Faults and telemetry: the store deadline, a tracer and a meter, the records gauge, a store's cheap count.
+import { trace, metrics } from '@opentelemetry/api';
+import { observeRecords as observe } from 'intentkey';
+async function faultsAndTelemetry(): Promise<void> {
+  const store = memoryStore();
+  const g = createGuard({ store, storeDeadlineMs: 1000, tracer: trace.getTracer('app'), meter: metrics.getMeter('app') });
+  const deadline: number = g.storeDeadlineMs;
+  const stop: () => void = observe(store, { meter: metrics.getMeter('app') });
+  const counted: { count: number; oldest: number | null } = store.count('in-flight');
+  const mw = idempotency({ secret: 'ab'.repeat(32), store, storeDeadlineMs: 500, tracer: trace.getTracer('app'), onError: (_e, c) => console.log(c.phase === 'release') });
+  void mw;
+  console.log(deadline, counted, claims.storeDeadlineMs());
+  stop();
+}
+void faultsAndTelemetry;
