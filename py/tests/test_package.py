@@ -74,6 +74,10 @@ def test_the_wheel_is_pure_and_carries_the_components(wheel: Path) -> None:
         meta = zf.read(dist_info).decode("utf-8")
         required = [line for line in meta.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
         assert required == ["Requires-Dist: wasmtime==50.0.1"], required
+        # Telemetry is an extra: opentelemetry-api only with intentkey[otel].
+        assert "Provides-Extra: otel" in meta.splitlines()
+        assert any(line.startswith("Requires-Dist: opentelemetry-api") and 'extra == "otel"' in line
+                   for line in meta.splitlines()), meta
         wheel_tags = zf.read(dist_info.replace("METADATA", "WHEEL")).decode("utf-8")
         assert "Root-Is-Purelib: true" in wheel_tags and "Tag: py3-none-any" in wheel_tags
         entry = zf.read(dist_info.replace("METADATA", "entry_points.txt")).decode("utf-8")

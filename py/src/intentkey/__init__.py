@@ -12,7 +12,7 @@ attempt that owns the effect.
 """
 
 from ._codes import ERROR_CODES, WIT_VERSION, ErrorCode
-from . import http, journal
+from . import http, journal, telemetry
 from .claims import Guard, MemoryStore, RunResult, Store, default_rules
 from .errors import IntentkeyError, IntentkeyTrap
 from .keys import Keyer, Keyring, KeyringSecret, Run, answer_lines, new_uuid_key, unreadable_line_answer, uuid_key
@@ -50,5 +50,5 @@ __all__ = [
     "Keyer", "Keyring", "KeyringSecret", "Lookup", "MemoryStore", "Recovery", "RecoveryAction", "RecoveryState",
     "Refused", "ReleaseRequest", "Replacement", "Reply", "Response", "Run", "RunResult", "Status", "Store",
     "StoreError", "StoredRecord", "Unknown", "answer_lines", "default_rules", "new_uuid_key",
-    "http", "journal", "unreadable_line_answer", "uuid_key",
+    "http", "journal", "telemetry", "unreadable_line_answer", "uuid_key",
 ]

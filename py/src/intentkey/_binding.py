@@ -32,6 +32,7 @@ import importlib.metadata
 import itertools
 import os
 import threading
+import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from wasmtime import Config, Engine, Store
@@ -486,6 +487,10 @@ def perform(store: Any, op: str, args: Sequence[Any]) -> Any:
 
 # -- the runtime ----------------------------------------------------------------------
 
+#: What hears each store call made through the ``store`` import: (op, WIT arguments, milliseconds).
+StoreObserver = Callable[[str, Sequence[Any], float], None]
+
+
 class Runtime:
     """One compiled component plus the store and instance that run it."""
 
@@ -555,6 +560,7 @@ class Runtime:
         self._pending_drops: List[Tuple[ResourceAny, int]] = []
         self._active_store: Any = None
         self._active_lookup: Optional[Callable[[str], Lookup]] = None
+        self._active_observer: Optional[StoreObserver] = None
 
     # imports
     def _get_secret(self, _store: Any, secret_id: str) -> Union[bytes, Record]:
@@ -572,7 +578,14 @@ class Runtime:
             active = self._active_store
             if active is None:
                 raise RuntimeError(f"the component asked for store.{op} outside a guard call")
-            return perform(active, op, args)
+            observer = self._active_observer
+            if observer is None:
+                return perform(active, op, args)
+            started = time.perf_counter()
+            try:
+                return perform(active, op, args)
+            finally:
+                observer(op, args, (time.perf_counter() - started) * 1000)
 
         return run
 
@@ -581,14 +594,16 @@ class Runtime:
             raise RuntimeError("the component asked the destination outside a recovery")
         return lookup_to_wit(self._active_lookup(key))
 
-    def call_with(self, store: Any, lookup: Optional[Callable[[str], Lookup]], iface: str, name: str, *args: Any) -> Any:
-        """Calls an export with `store` (and `lookup`) serving the imports."""
+    def call_with(self, store: Any, lookup: Optional[Callable[[str], Lookup]], iface: str, name: str, *args: Any,
+                  observer: Optional[StoreObserver] = None) -> Any:
+        """Calls an export with `store` (and `lookup`) serving the imports;
+        `observer(op, args, ms)` hears each store call it made (telemetry)."""
         with self.lock:
-            self._active_store, self._active_lookup = store, lookup
+            self._active_store, self._active_lookup, self._active_observer = store, lookup, observer
             try:
                 return self.call(iface, name, *args)
             finally:
-                self._active_store, self._active_lookup = None, None
+                self._active_store, self._active_lookup, self._active_observer = None, None, None
 
     # lifecycle
     def _instantiate(self) -> None:

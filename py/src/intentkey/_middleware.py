@@ -26,7 +26,8 @@ SCOPE_KEY = "intentkey.idempotency"
 OPTION_NAMES = (
     "secret", "keyring", "store", "profile", "tenant", "route", "methods", "policies", "release_statuses",
     "ttl_seconds", "fast_completion", "now", "on_error", "key_required", "max_body_bytes", "max_stored_bytes",
-    "replay_headers", "strict_key_syntax", "retry_after_seconds", "wait_max_ms",
+    "replay_headers", "strict_key_syntax", "retry_after_seconds", "wait_max_ms", "store_deadline_ms",
+    "tracer_provider", "meter_provider",
 )
 
 log = logging.getLogger("intentkey")
@@ -115,7 +116,8 @@ def configure(adapter: str, *, secret: Optional[SecretInput], keyring: Optional[
               tenant: Any, route: Any, methods: Optional[Sequence[str]], policies: Optional[Mapping[str, Any]],
               release_statuses: Optional[Sequence[int]], ttl_seconds: Optional[int], fast_completion: bool,
               now: Optional[Callable[[], float]], on_error: Optional[OnError], unknown: Mapping[str, Any],
-              endpoint_options: Dict[str, Any], allow_async: bool) -> Config:
+              endpoint_options: Dict[str, Any], allow_async: bool, store_deadline_ms: Optional[int] = None,
+              tracer_provider: Any = None, meter_provider: Any = None) -> Config:
     """Checks the options and makes the endpoint and the guard."""
     for name in unknown:
         raise _error(name, f"{adapter}: unknown option {name!r}; the options are {', '.join(OPTION_NAMES)}")
@@ -157,10 +159,17 @@ def configure(adapter: str, *, secret: Optional[SecretInput], keyring: Optional[
     guard: Union[Guard, AsyncGuard]
     if is_async:
         guard = AsyncGuard(store, ttl_seconds=ttl_seconds, release_statuses=release_statuses,
-                           fast_completion=fast_completion, clock=clock)
+                           fast_completion=fast_completion, clock=clock, store_deadline_ms=store_deadline_ms,
+                           tracer_provider=tracer_provider, meter_provider=meter_provider)
     else:
+        if store_deadline_ms is not None:
+            raise _error("store_deadline_ms",
+                         f"{adapter}: store_deadline_ms bounds the calls of an asynchronous store; a synchronous "
+                         "store's calls cannot be cut short here: give the store its own timeouts (see the README, "
+                         "\"Faults\")")
         guard = Guard(store, ttl_seconds=ttl_seconds, release_statuses=release_statuses,
-                      fast_completion=fast_completion, clock=clock)
+                      fast_completion=fast_completion, clock=clock, tracer_provider=tracer_provider,
+                      meter_provider=meter_provider)
     return Config(endpoint, guard, is_async, tenant, route, chosen, on_error, clock)
 
 

@@ -23,7 +23,7 @@ import asyncio
 import inspect
 import os
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 try:
     from typing import Protocol
@@ -43,9 +43,13 @@ from .claims import (
     effect_result,
     recovery_from_wit,
     run_result,
+    store_deadline_ms,
 )
+from ._release import Report
 from .errors import IntentkeyError, IntentkeyTrap
 from .http import Endpoint, Raised, Request, Served, _run_handler, served_from_wit
+from .schema import StatusCount
+from .telemetry import Probe, current
 from .types import (
     Attempt,
     Claim,
@@ -64,7 +68,7 @@ from .types import (
     Unknown,
 )
 
-__all__ = ["AsyncGuard", "AsyncMemoryStore", "AsyncStore"]
+__all__ = ["AsyncGuard", "AsyncMemoryStore", "AsyncStore", "StoreCalls", "store_deadline_ms"]
 
 
 class AsyncStore(Protocol):
@@ -84,6 +88,9 @@ class AsyncMemoryStore:
     """:class:`intentkey.MemoryStore` behind coroutines (tests and examples).
     Its writes wake the retries waiting for them (``wait_max_ms``), on any
     event loop or thread of this process."""
+
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "memory"
 
     def __init__(self) -> None:
         self.inner = MemoryStore()
@@ -110,6 +117,10 @@ class AsyncMemoryStore:
     async def purge(self, now: int) -> int:
         return self.inner.purge(now)
 
+    async def count(self, status: Status) -> StatusCount:
+        """How many records have `status`, and the oldest claim among them."""
+        return self.inner.count(status)
+
     async def watch(self, key: str, ms: int) -> None:
         """Returns when record `key` is written here, or after `ms` milliseconds."""
         await self._changes.wait_async(key, ms / 1000)
@@ -117,45 +128,142 @@ class AsyncMemoryStore:
 
 AsyncLookup = Callable[[str], Union[Lookup, Awaitable[Lookup]]]
 
+_T = TypeVar("_T")
+
+#: The store operations a deadline bounds (not ``ask``, ``wait`` or ``watch``).
+STORE_OPS = ("insert", "get", "complete", "replace", "release", "list", "purge")
+
 
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-async def perform(store: Any, op: Any, lookup: Optional[AsyncLookup]) -> Tuple[Variant, Optional[StoreError]]:
-    """Performs one store operation (or a look-up) the core asked for: the WIT
-    op-result, and the store failure met (handed to the flow as ``failed``)."""
+def check_store_deadline_ms(value: Any, name: str = "store_deadline_ms") -> int:
+    """`value` as a store deadline: ``None`` (the core's default) or a whole
+    number of milliseconds of at least 1; anything else is ``invalid-argument``."""
+    if value is None:
+        return store_deadline_ms()
+    ms = b.uint(name, value, 32)
+    if ms < 1:
+        raise IntentkeyError("invalid-argument", name,
+                             f"{name} must be at least 1 ms: a store call that is never given time never answers")
+    return ms
+
+
+def _read_outcome(task: "asyncio.Future[Any]") -> None:
+    """Reads an abandoned call's outcome, so that nothing warns it was never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+class StoreCalls:
+    """The calls of an asynchronous guard to its store, each bounded by the
+    store deadline: a call that has not answered within `deadline_ms` is a
+    failure that trying again may cure (``StoreError("unavailable")``), and
+    is cancelled without being waited for (a driver's own clean-up, such as
+    psycopg asking the server to cancel the statement, may take longer than
+    the deadline). It is kept referenced until it ends; an insert abandoned
+    so is remembered by key, so that the background release of its claim
+    waits for it to end before deleting the record."""
+
+    def __init__(self, store: Any, deadline_ms: int):
+        self.store = store
+        self.deadline_ms = deadline_ms
+        self._abandoned: Set["asyncio.Future[Any]"] = set()
+        self._inserts: Dict[str, "asyncio.Future[Any]"] = {}
+
+    def abandoned(self) -> int:
+        """How many calls abandoned at their deadline are still ending."""
+        return len(self._abandoned)
+
+    def insert_of(self, key: str) -> Optional["asyncio.Future[Any]"]:
+        """The insert of `key` abandoned at its deadline, while it is still ending."""
+        return self._inserts.get(key)
+
+    def _abandon(self, task: "asyncio.Future[Any]", insert_key: Optional[str]) -> None:
+        task.cancel()
+        self._abandoned.add(task)
+
+        def ended(t: "asyncio.Future[Any]") -> None:
+            self._abandoned.discard(t)
+            if insert_key is not None and self._inserts.get(insert_key) is t:
+                del self._inserts[insert_key]
+            _read_outcome(t)
+
+        if insert_key is not None:
+            self._inserts[insert_key] = task
+        task.add_done_callback(ended)
+
+    async def call(self, op: str, make: Callable[[], Awaitable[_T]], insert_key: Optional[str] = None) -> _T:
+        """``await make()`` within the deadline."""
+        task = asyncio.ensure_future(make())
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.deadline_ms / 1000)
+        except asyncio.CancelledError:
+            self._abandon(task, insert_key)
+            raise
+        if task in done:
+            return task.result()
+        self._abandon(task, insert_key)
+        raise StoreError("unavailable",
+                         f"the store did not answer the {op} within {self.deadline_ms} ms (the store deadline)")
+
+    async def release(self, request: ReleaseRequest) -> Any:
+        """The store's release of `request`, within the deadline."""
+        return await self.call("release", lambda: self.store.release(request))
+
+
+async def _store_op(calls: StoreCalls, tag: str, arg: Any) -> Variant:
+    store = calls.store
+    if tag == "insert":
+        record = b.stored_from_wit(arg)
+        return Variant("inserted", bool(await calls.call(tag, lambda: store.insert(record), record.key)))
+    if tag == "get":
+        got = await calls.call(tag, lambda: store.get(arg))
+        return Variant("got", None if got is None else b.stored_to_wit(got))
+    if tag == "complete":
+        completion = b.completion_from_wit(arg)
+        return Variant("written", bool(await calls.call(tag, lambda: store.complete(completion))))
+    if tag == "replace":
+        replacement = b.replacement_from_wit(arg)
+        return Variant("written", bool(await calls.call(tag, lambda: store.replace(replacement))))
+    if tag == "release":
+        request = b.release_from_wit(arg)
+        return Variant("written", bool(await calls.call(tag, lambda: store.release(request))))
+    if tag == "list":
+        status, limit = b.status_from_wit(arg.status), arg.limit
+        found = await calls.call(tag, lambda: store.list(status, limit))
+        return Variant("listed", [b.stored_to_wit(r) for r in found])
+    assert tag == "purge"
+    return Variant("purged", int(await calls.call(tag, lambda: store.purge(arg))))
+
+
+async def perform(calls: StoreCalls, op: Any, lookup: Optional[AsyncLookup],
+                  probe: Optional[Probe] = None) -> Tuple[Variant, Optional[StoreError]]:
+    """Performs one store operation (each within the store deadline) or a
+    look-up the core asked for: the WIT op-result, and the store failure met
+    (handed to the flow as ``failed``)."""
     tag, arg = op.tag, op.payload
+    if tag == "ask":
+        if lookup is None:
+            raise IntentkeyTrap("the core asked the destination, and this flow was given no look-up")
+        try:
+            answer = await _maybe_await(lookup(arg))
+        except IntentkeyError:
+            raise  # a malformed answer is the caller's bug, not the destination's silence
+        except Exception:
+            answer = Unknown()  # a look-up that fails could not tell
+        return Variant("answered", b.lookup_to_wit(answer)), None
+    if tag not in STORE_OPS:
+        raise IntentkeyTrap(f"the core asked for an unknown operation {tag!r}")
+    started = time.perf_counter()
     try:
-        if tag == "insert":
-            return Variant("inserted", bool(await store.insert(b.stored_from_wit(arg)))), None
-        if tag == "get":
-            got = await store.get(arg)
-            return Variant("got", None if got is None else b.stored_to_wit(got)), None
-        if tag == "complete":
-            return Variant("written", bool(await store.complete(b.completion_from_wit(arg)))), None
-        if tag == "replace":
-            return Variant("written", bool(await store.replace(b.replacement_from_wit(arg)))), None
-        if tag == "release":
-            return Variant("written", bool(await store.release(b.release_from_wit(arg)))), None
-        if tag == "list":
-            found = await store.list(b.status_from_wit(arg.status), arg.limit)
-            return Variant("listed", [b.stored_to_wit(r) for r in found]), None
-        if tag == "purge":
-            return Variant("purged", int(await store.purge(arg))), None
-        if tag == "ask":
-            if lookup is None:
-                raise IntentkeyTrap("the core asked the destination, and this flow was given no look-up")
-            try:
-                answer = await _maybe_await(lookup(arg))
-            except IntentkeyError:
-                raise  # a malformed answer is the caller's bug, not the destination's silence
-            except Exception:
-                answer = Unknown()  # a look-up that fails could not tell
-            return Variant("answered", b.lookup_to_wit(answer)), None
+        return await _store_op(calls, tag, arg), None
     except StoreError as e:
         return Variant("failed", b.store_error_to_wit(e)), e
-    raise IntentkeyTrap(f"the core asked for an unknown operation {tag!r}")
+    finally:
+        if probe is not None:
+            probe.store_call(tag, arg, (time.perf_counter() - started) * 1000)
 
 
 class Flow:
@@ -184,15 +292,24 @@ class Flow:
         self._rt.drop(self._flow, self._generation, now=True)
 
 
-async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
+class _Driven:
+    """What driving a flow measured: how long it waited for another attempt (ms)."""
+
+    waited_ms = 0
+
+
+async def drive(flow: Flow, calls: StoreCalls, lookup: Optional[AsyncLookup] = None,
                 host: Optional[Callable[[Any], Awaitable[Variant]]] = None, *, hand_failures: bool = False,
-                clock: Callable[[], int] = lambda: int(time.time())) -> Any:
-    """Drives `flow` to its output: store operations on `store`, a watch
-    (waiting for another attempt, woken by the store when it can tell,
-    else ``asyncio.sleep``; ``clock()``: the time it ends at), anything else
-    (the effect, a pause, the handler) through ``host(op)``. A store
-    failure is handed to the flow when `hand_failures` (a serve flow), else
-    raised as ``store-unavailable`` or ``store-failed``."""
+                clock: Callable[[], int] = lambda: int(time.time()), probe: Optional[Probe] = None,
+                driven: Optional[_Driven] = None) -> Any:
+    """Drives `flow` to its output: store operations on the store of
+    `calls` (each within the store deadline), a watch (waiting for another
+    attempt, woken by the store when it can tell, else ``asyncio.sleep``;
+    ``clock()``: the time it ends at), anything else (the effect, a pause,
+    the handler) through ``host(op)``. A store failure is handed to the flow
+    when `hand_failures` (a serve flow), else raised as
+    ``store-unavailable`` or ``store-failed``."""
+    store = calls.store
     try:
         since = time.monotonic()
         step = flow.step(None)
@@ -200,6 +317,8 @@ async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
             op = step.payload
             if op.tag == "watch":
                 elapsed = await watch_async(store, str(op.payload.key), int(op.payload.ms), since)
+                if driven is not None:
+                    driven.waited_ms += elapsed
                 done = Variant("watched", b.record(elapsed_ms=elapsed, now=clock()))
             elif op.tag in ("effect", "wait"):
                 if host is None:
@@ -207,7 +326,7 @@ async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
                 done = await host(op)
             else:
                 since = time.monotonic()  # what a watch after this operation may have missed
-                done, failure = await perform(store, op, lookup)
+                done, failure = await perform(calls, op, lookup, probe)
                 if failure is not None and not hand_failures:
                     # Only a serve flow decides what a failed operation means
                     # (503, the profile's 500, a retried completion); every
@@ -221,20 +340,35 @@ async def drive(flow: Flow, store: Any, lookup: Optional[AsyncLookup] = None,
         flow.close()
 
 
+#: The options of :class:`AsyncGuard`, by name.
+ASYNC_GUARD_OPTIONS = GUARD_OPTIONS + ("store_deadline_ms",)
+
+
 class AsyncGuard(GuardBase):
     """:class:`intentkey.Guard` over an asynchronous store (``wait_max_ms``
     as there: the wait is ``asyncio.sleep``, or a wake-up from a store that
-    notifies)."""
+    notifies).
+
+    ``store_deadline_ms`` (default: the core's, 2000): the deadline of each
+    store call (insert, get, complete, replace, release, list, purge; not a
+    wait): a call that has not answered by then is a failure that trying
+    again may cure, never a hang (a serve flow answers 503 at once, or
+    tries a completion again; any other flow raises ``store-unavailable``).
+    ``tracer_provider``, ``meter_provider``: as :class:`intentkey.Guard`."""
 
     def __init__(self, store: AsyncStore, *, ttl_seconds: Optional[int] = None,
                  release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
                  fast_completion: bool = False, clock: Callable[[], float] = time.time, wait_max_ms: int = 0,
+                 store_deadline_ms: Optional[int] = None, tracer_provider: Any = None, meter_provider: Any = None,
                  **unknown: Any):
-        b.no_unknown("intentkey.aio.AsyncGuard", unknown, GUARD_OPTIONS)
+        b.no_unknown("intentkey.aio.AsyncGuard", unknown, ASYNC_GUARD_OPTIONS)
         super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
                          stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock,
                          wait_max_ms=wait_max_ms)
         self.store = store
+        self.store_deadline_ms = check_store_deadline_ms(store_deadline_ms)
+        self.calls = StoreCalls(store, self.store_deadline_ms)
+        self._telemetry_for(store, tracer_provider, meter_provider)
 
     def _flow(self, name: str, *args: Any) -> Flow:
         rt = self._rt
@@ -248,7 +382,7 @@ class AsyncGuard(GuardBase):
         token = self._token()
         flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
             b.FLOWS, "[static]flow.claim", b.attempt_to_wit(attempt), token, self.now(now))))
-        out = await drive(flow, self.store)
+        out = await drive(flow, self.calls)
         return claim_from_wit(_output(out, "claimed"), token)
 
     async def finish(self, key: str, owner_token: str, result: EffectResult, *, now: Optional[int] = None) -> Finished:
@@ -256,7 +390,7 @@ class AsyncGuard(GuardBase):
         flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
             b.FLOWS, "[static]flow.finish", b.text("key", key), b.text("owner_token", owner_token),
             b.effect_to_wit(result), self.now(now), self._wit_rules)))
-        return Finished(_output(await drive(flow, self.store), "finished"))
+        return Finished(_output(await drive(flow, self.calls), "finished"))
 
     async def recover(self, key: str, lookup: AsyncLookup, *, read_your_writes: bool = False,
                       now: Optional[int] = None) -> Recovery:
@@ -265,18 +399,28 @@ class AsyncGuard(GuardBase):
         flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
             b.FLOWS, "[static]flow.recover", b.text("key", key), token, self.now(now),
             self.recovery_rules(read_your_writes))))
-        return recovery_from_wit(_output(await drive(flow, self.store, lookup), "recovered"), token)
+        probe = self.telemetry.begin("effect")
+        try:
+            out = _output(await drive(flow, self.calls, lookup, probe=probe), "recovered")
+        except BaseException as e:
+            if probe is not None:
+                probe.failed(e)
+            raise
+        if probe is not None:
+            probe.saw_key(key)
+            probe.ran(Variant("recovery", out), 0, recovery=True)
+        return recovery_from_wit(out, token)
 
     async def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
         """Keys in flight whose recovery is due, oldest first."""
         flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(
             b.FLOWS, "[static]flow.due", self.now(now), self.stale_after_seconds, b.uint("limit", limit, 32))))
-        return [str(k) for k in _output(await drive(flow, self.store), "due")]
+        return [str(k) for k in _output(await drive(flow, self.calls), "due")]
 
     async def purge(self, *, now: Optional[int] = None) -> int:
         """Deletes done records past their expiry; how many."""
         flow = Flow(self._rt, lambda: Variant("ok", self._rt.call(b.FLOWS, "[static]flow.purge", self.now(now))))
-        return int(_output(await drive(flow, self.store), "purged"))
+        return int(_output(await drive(flow, self.calls), "purged"))
 
     async def run(self, attempt: Attempt, effect: Callable[[str], Any], *, lookup: Optional[AsyncLookup] = None,
                   read_your_writes: bool = False, now: Optional[int] = None, kind: str = "effect",
@@ -287,11 +431,16 @@ class AsyncGuard(GuardBase):
         spec = self.run_spec(attempt, kind, recovery, started, wait_max_ms)
         flow = self._flow("run", spec, os.urandom(b.SEED_BYTES))
         state: Dict[str, Any] = {"value": None, "error": None, "result": None}
+        probe = self.telemetry.begin(kind)
+        if probe is not None:
+            probe.saw_key(attempt.key)
+        driven = _Driven()
 
         async def host(op: Any) -> Variant:
             result: EffectResult
             try:
-                state["value"] = await _maybe_await(effect(op.payload))
+                with current(probe):
+                    state["value"] = await _maybe_await(effect(op.payload))
                 result = effect_result(state["value"])
             except IntentkeyError:
                 raise
@@ -301,7 +450,15 @@ class AsyncGuard(GuardBase):
             ended = started if now is not None else int(self._clock())  # one clock for claim and finish
             return Variant("effected", b.record(result=b.effect_to_wit(result), now=ended))
 
-        out = await drive(flow, self.store, lookup, host, clock=self._ended(started, now))
+        try:
+            out = await drive(flow, self.calls, lookup, host, clock=self._ended(started, now), probe=probe,
+                              driven=driven)
+        except BaseException as e:
+            if probe is not None:
+                probe.failed(e)
+            raise
+        if probe is not None and out.tag == "ran":
+            probe.ran(out.payload, driven.waited_ms)
         return run_result(out, state["result"], state["value"], state["error"])
 
     def _ended(self, started: int, now: Optional[int]) -> Callable[[], int]:
@@ -313,25 +470,32 @@ class AsyncGuard(GuardBase):
 
     async def serve(self, endpoint: Endpoint, request: Request,
                     handler: Callable[[str], Union[Reply, Raised, Awaitable[Union[Reply, Raised]]]], *,
-                    now: Optional[int] = None) -> Served:
+                    now: Optional[int] = None, report: Optional[Report] = None) -> Served:
         """:meth:`intentkey.http.Endpoint.serve` over this guard's store:
         the handler may be a coroutine function; pauses are ``asyncio.sleep``,
         and a retry waiting for the first attempt (the endpoint's
-        ``wait_max_ms``) is woken by the store when it can tell."""
+        ``wait_max_ms``) is woken by the store when it can tell. Each store
+        call is bounded by ``store_deadline_ms``: a claim whose insert did
+        not answer in time is answered 503 at once, and released in a task
+        of its own once the store answers (``report(stage, error)`` hears one
+        that gave up, at stage ``"release"``)."""
         started = self.now(now)
         rt = self._rt
         flow = Flow(rt, lambda: rt.call(b.FLOWS, "[static]flow.serve", endpoint._guest.handle(), request._wit(),
                                         self._wit_rules, os.urandom(b.SEED_BYTES), started))
         state: Dict[str, Any] = {"ran": False, "reply": None, "error": None}
+        probe = self.telemetry.begin(endpoint.options.profile)
 
         async def host(op: Any) -> Variant:
             if op.tag == "wait":
                 await asyncio.sleep(op.payload / 1000)
                 return Variant("waited")
             state["ran"] = True
-
+            if probe is not None:
+                probe.saw_key(str(op.payload))
             try:
-                outcome = await _maybe_await(handler(op.payload))
+                with current(probe):
+                    outcome = await _maybe_await(handler(op.payload))
             except Exception as exc:
                 state["error"] = exc
                 handled = None
@@ -340,8 +504,20 @@ class AsyncGuard(GuardBase):
             ended = started if now is not None else int(self._clock())
             return Variant("handled", b.record(handled=handled, now=ended))
 
-        out = await drive(flow, self.store, None, host, hand_failures=True, clock=self._ended(started, now))
-        return served_from_wit(_output(out, "served"), state["ran"], state["reply"], state["error"])
+        try:
+            out = await drive(flow, self.calls, None, host, hand_failures=True, clock=self._ended(started, now),
+                              probe=probe)
+            served = served_from_wit(_output(out, "served"), state["ran"], state["reply"], state["error"])
+        except BaseException as e:
+            if probe is not None:
+                probe.failed(e)
+            raise
+        if served.unreleased is not None:
+            self.releases.start_task(rt, self.calls.release, served.unreleased, self._released, report,
+                                     self.calls.insert_of(served.unreleased.key))
+        if probe is not None:
+            endpoint._observed(probe, served, request, started)
+        return served
 
 
 def _output(out: Any, tag: str) -> Any:

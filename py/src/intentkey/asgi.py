@@ -121,9 +121,20 @@ class IdempotencyMiddleware:
     attempt's answer (replayed when it comes) before the 409; the wait is
     ``asyncio.sleep`` (a worker thread's sleep with a synchronous store),
     woken early by a store that notifies.
+    ``store_deadline_ms`` (an asynchronous store; default the core's,
+    2000): the deadline of each store call. A call that has not answered by
+    then is a failure (a claim's: 503 at once; a completion's: tried again);
+    a claim whose insert did not answer (its answer may have been lost; the
+    handler never ran) is released in a task of its own once the store
+    answers, so a retry is not answered 409 until recovery.
+    ``tracer_provider``, ``meter_provider``: where the spans and metrics of
+    :mod:`intentkey.telemetry` go (default: the global providers, when
+    ``opentelemetry-api`` is installed).
     ``on_error(stage, error)`` hears what the client does not see: stage
     ``"handler"`` (the application raised), ``"claim"`` or ``"complete"`` (a
-    store failure). Any other option name is ``invalid-argument``.
+    store failure), ``"release"`` (a claim whose handler never ran could not
+    be released: recovery settles it). Any other option name is
+    ``invalid-argument``.
 
     The owner's application finds :class:`Idempotency` (``key``,
     ``tenant_id``) under ``scope["intentkey.idempotency"]``."""
@@ -138,7 +149,9 @@ class IdempotencyMiddleware:
                  on_error: Optional[OnError] = None, key_required: Optional[bool] = None,
                  max_body_bytes: Optional[int] = None, max_stored_bytes: Optional[int] = None,
                  replay_headers: Optional[Sequence[str]] = None, strict_key_syntax: Optional[bool] = None,
-                 retry_after_seconds: Optional[int] = None, wait_max_ms: int = 0, **unknown: Any):
+                 retry_after_seconds: Optional[int] = None, wait_max_ms: int = 0,
+                 store_deadline_ms: Optional[int] = None, tracer_provider: Any = None, meter_provider: Any = None,
+                 **unknown: Any):
         self.app = app
         self.config: Config = configure(
             "intentkey.asgi.IdempotencyMiddleware", secret=secret, keyring=keyring, store=store, profile=profile,
@@ -148,7 +161,8 @@ class IdempotencyMiddleware:
                                   max_stored_bytes=max_stored_bytes, replay_headers=replay_headers,
                                   strict_key_syntax=strict_key_syntax, retry_after_seconds=retry_after_seconds,
                                   wait_max_ms=wait_max_ms),
-            allow_async=True)
+            allow_async=True, store_deadline_ms=store_deadline_ms, tracer_provider=tracer_provider,
+            meter_provider=meter_provider)
         self._header = self.config.header_name.lower().encode("latin-1")
         self._serving: Set["asyncio.Task[Any]"] = set()
 
@@ -245,7 +259,7 @@ class IdempotencyMiddleware:
 
         guard = config.guard
         if isinstance(guard, AsyncGuard):
-            served = await guard.serve(config.endpoint, request, run_app)
+            served = await guard.serve(config.endpoint, request, run_app, report=config.report)
         else:
             loop = asyncio.get_running_loop()
             sync_guard: Guard = guard
@@ -253,7 +267,8 @@ class IdempotencyMiddleware:
             def handler(key: str) -> Union[Reply, Raised]:
                 return asyncio.run_coroutine_threadsafe(run_app(key), loop).result()
 
-            served = await asyncio.to_thread(config.endpoint.serve, sync_guard, request, handler, clock=config.clock)
+            served = await asyncio.to_thread(config.endpoint.serve, sync_guard, request, handler, clock=config.clock,
+                                             report=config.report)
         if served.handler_error is None and escaped:
             served.handler_error = escaped[0]
         return served

@@ -35,8 +35,11 @@ from wasmtime.component import Variant
 from . import _binding as b
 from . import _packed
 from ._watch import Changes, check_wait_max_ms, notify, watch_sync
+from ._release import Releases
 from .errors import IntentkeyError, IntentkeyTrap
 from .keys import Keyer, _intent as intent_wit, _payload as payload_json
+from .schema import StatusCount
+from .telemetry import Probe, Telemetry, current, store_calls_timer
 from .types import (
     Answered,
     Attempt,
@@ -58,7 +61,7 @@ from .types import (
     StoredRecord,
 )
 
-__all__ = ["Guard", "MemoryStore", "RunResult", "Store", "default_rules"]
+__all__ = ["Guard", "MemoryStore", "RunResult", "Store", "default_rules", "store_deadline_ms"]
 
 
 class Store(Protocol):
@@ -96,9 +99,24 @@ def default_rules() -> Rules:
     return Rules(b.get(r, "ttl_seconds"), tuple(b.get(r, "release_statuses")), b.get(r, "fast_completion"))
 
 
+def store_deadline_ms() -> int:
+    """The core's default deadline of one store call, in milliseconds (2000):
+    the ``store_deadline_ms`` of :class:`intentkey.aio.AsyncGuard` and the
+    ASGI middleware, and the socket timeouts of the SQL stores made from a URL."""
+    return int(b.runtime("pure").call(b.CLAIMS, "store-deadline-ms"))
+
+
 def default_stale_after_seconds() -> int:
     """How long a claim may run before a recovery may ask the destination."""
     return int(b.runtime("pure").call(b.CLAIMS, "default-stale-after-seconds"))
+
+
+_U32_MAX = (1 << 32) - 1
+
+
+def count_listed(status: Status, records: Sequence[StoredRecord]) -> StatusCount:
+    """The count of `status` of a store that lists its records (the memory stores)."""
+    return StatusCount(status, len(records), min((r.created_at for r in records), default=None))
 
 
 class MemoryStore:
@@ -116,6 +134,9 @@ class MemoryStore:
     store's own writes (a completion, a release, a recovery's write): the
     store's waiters are in this process, threads or coroutines.
     """
+
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "memory"
 
     def __init__(self, *, _runtime: Optional[b.Runtime] = None) -> None:
         # `_runtime`: another instance than the package's (tests wrap a store
@@ -185,6 +206,10 @@ class MemoryStore:
 
     def purge(self, now: int) -> int:
         return int(self.method("purge", b.s64("now", now)))
+
+    def count(self, status: Status) -> StatusCount:
+        """How many records have `status`, and the oldest claim among them (from its list)."""
+        return count_listed(Status(status), self.list(Status(status), _U32_MAX))
 
 
 @dataclass(frozen=True)
@@ -304,6 +329,8 @@ class GuardBase:
                  stale_after_seconds: Optional[int] = None, fast_completion: bool = False,
                  clock: Callable[[], float] = time.time, wait_max_ms: int = 0):
         self.wait_max_ms = check_wait_max_ms(wait_max_ms)
+        #: The claims whose handler never ran being released in the background.
+        self.releases = Releases()
         defaults = default_rules()
         self.rules = Rules(
             defaults.ttl_seconds if ttl_seconds is None else b.s64("ttl_seconds", ttl_seconds),
@@ -317,6 +344,13 @@ class GuardBase:
         self._wit_rules = b.record(ttl_seconds=self.rules.ttl_seconds,
                                    release_statuses=list(self.rules.release_statuses),
                                    fast_completion=self.rules.fast_completion)
+
+    def _telemetry_for(self, store: Any, tracer_provider: Any, meter_provider: Any) -> None:
+        self.telemetry = Telemetry(store, tracer_provider, meter_provider)
+
+    def _released(self, finished: Finished) -> None:
+        """A background release ended: its decision is counted."""
+        self.telemetry.released(finished)
 
     def now(self, now: Optional[int] = None) -> int:
         """`now` checked, or the clock's time in whole seconds."""
@@ -336,7 +370,8 @@ class GuardBase:
 
 
 #: The options of :class:`Guard` and :class:`intentkey.aio.AsyncGuard`, by name.
-GUARD_OPTIONS = ("ttl_seconds", "release_statuses", "stale_after_seconds", "fast_completion", "clock", "wait_max_ms")
+GUARD_OPTIONS = ("ttl_seconds", "release_statuses", "stale_after_seconds", "fast_completion", "clock", "wait_max_ms",
+                 "tracer_provider", "meter_provider")
 
 
 class Guard(GuardBase):
@@ -348,12 +383,16 @@ class Guard(GuardBase):
     first attempt's answer before it answers ``in-flight``; the core decides
     the intervals and claims again after each. The wait sleeps in the
     calling thread, woken early by the writes of a store that notifies (see
-    the README, "Waiting for the first attempt")."""
+    the README, "Waiting for the first attempt").
+
+    ``tracer_provider``, ``meter_provider``: where the spans and metrics of
+    :mod:`intentkey.telemetry` go (default: the global providers of
+    ``opentelemetry-api``, when it is installed)."""
 
     def __init__(self, store: Store, *, ttl_seconds: Optional[int] = None,
                  release_statuses: Optional[Sequence[int]] = None, stale_after_seconds: Optional[int] = None,
                  fast_completion: bool = False, clock: Callable[[], float] = time.time, wait_max_ms: int = 0,
-                 **unknown: Any):
+                 tracer_provider: Any = None, meter_provider: Any = None, **unknown: Any):
         b.no_unknown("intentkey.Guard", unknown, GUARD_OPTIONS)
         super().__init__(ttl_seconds=ttl_seconds, release_statuses=release_statuses,
                          stale_after_seconds=stale_after_seconds, fast_completion=fast_completion, clock=clock,
@@ -362,16 +401,17 @@ class Guard(GuardBase):
             raise IntentkeyError("invalid-argument", "store",
                                  "this store is asynchronous: use intentkey.aio.AsyncGuard")
         self.store = store
+        self._telemetry_for(store, tracer_provider, meter_provider)
 
     def _call(self, name: str, *args: Any, lookup: Optional[Callable[[str], Lookup]] = None,
-              seeded: bool = False) -> Any:
+              seeded: bool = False, observer: Optional[b.StoreObserver] = None) -> Any:
         # Over a MemoryStore the guest store is the store: its methods, with
         # the owner token's random bytes given (the `guard` export draws them
         # from the `random` import).
         mem = in_guest(self.store, self._rt)
         if mem is not None:
             return mem.method(name, *args, *((os.urandom(b.SEED_BYTES),) if seeded else ()), lookup=lookup)
-        return self._rt.call_with(self.store, lookup, b.GUARD, name, *args)
+        return self._rt.call_with(self.store, lookup, b.GUARD, name, *args, observer=observer)
 
     def claim(self, attempt: Attempt, *, now: Optional[int] = None) -> Claim:
         """Claims the attempt's key: ``OWNED`` (run the effect, then
@@ -441,12 +481,21 @@ class Guard(GuardBase):
         destination with ``lookup(key)``: found is recorded as done, unknown
         is asked again later and never re-executes, a trusted absent (a
         read-your-writes destination) hands the record to a new owner."""
-        answer = b.unwrap_record(self._call("recover", b.text("key", key), self.now(now),
-                                            self.recovery_rules(read_your_writes), lookup=_safe_lookup(lookup),
-                                            seeded=True))
+        probe = self.telemetry.begin("effect")
+        try:
+            answer = b.unwrap_record(self._call("recover", b.text("key", key), self.now(now),
+                                                self.recovery_rules(read_your_writes), lookup=_safe_lookup(lookup),
+                                                seeded=True, observer=store_calls_timer(probe)))
+        except BaseException as e:
+            if probe is not None:
+                probe.failed(e)
+            raise
         mem = in_guest(self.store, self._rt)
         if mem is not None:
             notify(mem, key)  # a recovery's write inside the instance
+        if probe is not None:
+            probe.saw_key(key)
+            probe.ran(Variant("recovery", answer.outcome), 0, recovery=True)
         return recovery_from_wit(answer.outcome, b.get(answer, "owner_token"))
 
     def due(self, *, limit: int = 100, now: Optional[int] = None) -> List[str]:
@@ -473,7 +522,11 @@ class Guard(GuardBase):
         spec = self.run_spec(attempt, kind, recovery, started, wait_max_ms)
         # A run given its time ends at that time too: one clock for the claim and the finish.
         ended: Callable[[], float] = self._clock if now is None else (lambda: started)
-        return drive_run(self._rt, self.store, spec, effect, None if lookup is None else _safe_lookup(lookup), ended)
+        probe = self.telemetry.begin(kind)
+        if probe is not None:
+            probe.saw_key(attempt.key)
+        return drive_run(self._rt, self.store, spec, effect, None if lookup is None else _safe_lookup(lookup), ended,
+                         probe)
 
 
 def _safe_lookup(lookup: Callable[[str], Lookup]) -> Callable[[str], Lookup]:
@@ -507,21 +560,22 @@ def in_guest(store: Any, rt: b.Runtime) -> Optional[MemoryStore]:
 
 
 def advance(rt: b.Runtime, store: Any, lookup: Optional[Callable[[str], Lookup]], flow: Any,
-            done: Optional[Variant]) -> Any:
+            done: Optional[Variant], observer: Optional[b.StoreObserver] = None) -> Any:
     """One ``advance`` of `flow` over `store` (call with the runtime's lock
     held): a :class:`MemoryStore`'s own, else the ``guard`` export's over the
-    ``store`` import."""
+    ``store`` import (`observer` hears each store call)."""
     mem = in_guest(store, rt)
     if mem is not None:
         return rt.call_with(None, lookup, b.MEMORY, "[method]memory-store.advance", mem.handle(), flow, done)
-    return rt.call_with(store, lookup, b.GUARD, "advance", flow, done)
+    return rt.call_with(store, lookup, b.GUARD, "advance", flow, done, observer=observer)
 
 
 def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any],
-              lookup: Optional[Callable[[str], Lookup]], clock: Callable[[], float]) -> RunResult:
+              lookup: Optional[Callable[[str], Lookup]], clock: Callable[[], float],
+              probe: Optional[Probe] = None) -> RunResult:
     """Drives one run flow of the core over a synchronous store: the flow
     sequences, the store performs through the import, this runs the effect
-    when the flow says so."""
+    when the flow says so. `probe`: the run's telemetry."""
     with rt.lock:
         flow = b.unwrap(rt.call(b.FLOWS, "[static]flow.run", spec, os.urandom(b.SEED_BYTES)))
         generation = rt.generation
@@ -530,17 +584,21 @@ def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any]
     result: Optional[EffectResult] = None
     done: Optional[Variant] = None
     owned: Optional[str] = None  # the key this run owns, once its effect ran
+    waited = 0
+    observer = store_calls_timer(probe)
     try:
         while True:
             since = time.monotonic()
             with rt.lock:
                 if not rt.live(generation):
                     raise IntentkeyTrap("the instance running this flow was discarded (a trap in another call)")
-                step = b.unwrap_variant(advance(rt, store, lookup, flow, done))
+                step = b.unwrap_variant(advance(rt, store, lookup, flow, done, observer))
             if (owned is not None or step.tag == "done") and in_guest(store, rt) is not None:
                 # Finished (or settled by a recovery) inside the instance: its waiters are told here.
                 notify(store, owned or str(spec.attempt.key))
             if step.tag == "done":
+                if probe is not None and step.payload.tag == "ran":
+                    probe.ran(step.payload.payload, waited)
                 return run_result(step.payload, result, value, error)
             op: Any = step.payload
             if op.tag == "ask" and lookup is not None:  # the destination's look-up of a recovery
@@ -548,19 +606,25 @@ def drive_run(rt: b.Runtime, store: Any, spec: Any, effect: Callable[[str], Any]
                 continue
             if op.tag == "watch":  # another attempt holds the key: wait for it, as long as the core says
                 elapsed = watch_sync(store, str(op.payload.key), int(op.payload.ms), since)
+                waited += elapsed
                 done = Variant("watched", b.record(elapsed_ms=elapsed, now=int(clock())))
                 continue
             if op.tag != "effect":
                 raise IntentkeyTrap(f"the run flow asked the host for {op.tag!r}, which it performs itself")
             owned = str(op.payload)
             try:
-                value = effect(op.payload)
+                with current(probe):
+                    value = effect(op.payload)
                 result = effect_result(value)
             except IntentkeyError:
                 raise
             except Exception as exc:  # ambiguous: the record stays in flight
                 error, result = exc, Failed()
             done = Variant("effected", b.record(result=b.effect_to_wit(result), now=int(clock())))
+    except BaseException as e:
+        if probe is not None:
+            probe.failed(e)
+        raise
     finally:
         rt.drop(flow, generation, now=True)
 

@@ -32,10 +32,12 @@ from wasmtime.component import Variant
 
 from . import _binding as b
 from ._watch import notify, watch_sync
+from ._release import Report
 from .claims import Guard, advance, claim_to_wit, in_guest
 from .errors import IntentkeyError, IntentkeyTrap
 from .keys import Keyring, SecretInput, _policy
-from .types import Attempt, Claim, Finished, Reply, StoreError
+from .telemetry import Probe, current, store_calls_timer
+from .types import Attempt, Claim, Finished, ReleaseRequest, Reply, StoreError
 
 __all__ = ["Admission", "Endpoint", "Options", "PROFILES", "Raised", "Request", "ServePath", "Served",
            "default_methods", "default_options"]
@@ -183,7 +185,9 @@ class Served:
     and ``finish_failures``: the store failures met, for the host to report.
     ``ran``: whether the handler ran; ``handler_error``: what it raised.
     ``waited_ms``: how long the request waited for the first attempt
-    (``wait_max_ms``; 0: it did not wait)."""
+    (``wait_max_ms``; 0: it did not wait). ``unreleased``: a claim whose
+    insert failed (its answer may have been lost; its handler never ran),
+    which the serving released in the background (``None`` otherwise)."""
 
     path: ServePath
     reply: Optional[Reply]
@@ -195,6 +199,7 @@ class Served:
     handler_reply: Optional[Reply] = None
     handler_error: Optional[BaseException] = None
     waited_ms: int = 0
+    unreleased: Optional[ReleaseRequest] = None
 
 
 def _store_failure(v: Any) -> StoreError:
@@ -290,7 +295,8 @@ class Endpoint:
         return b.reply_from_wit(self._call("failed", _now(now)))
 
     def serve(self, guard: Guard, request: Request, handler: Handler, *, now: Optional[int] = None,
-              clock: Callable[[], float] = time.time, sleep: Callable[[float], Any] = time.sleep) -> Served:
+              clock: Callable[[], float] = time.time, sleep: Callable[[float], Any] = time.sleep,
+              report: Optional[Report] = None) -> Served:
         """Serves one request through the core's serve flow over `guard`'s
         store and rules. ``handler(key)`` runs only when this request owns
         the key: a :class:`Reply` is its answer, :class:`Raised` an error with
@@ -299,7 +305,15 @@ class Endpoint:
         completion the store could not take is tried again, and the wait of a
         retry for the first attempt (``wait_max_ms``) with a store that
         cannot tell when a record changed; a store that can (the memory and
-        SQL stores, for their own writes) wakes it early."""
+        SQL stores, for their own writes) wakes it early.
+
+        A claim whose insert failed (the request is answered 503 at once;
+        its handler never ran) is released in the background, on the process's
+        release threads (the core's ``flow.release-claim``;
+        ``guard.releases``); ``report(stage, error)``
+        hears one that gave up (stage ``"release"``), else it is logged.
+        The request's span and metrics go where `guard`'s telemetry says
+        (:mod:`intentkey.telemetry`)."""
         rt = self._rt
         if not isinstance(guard, Guard):
             raise IntentkeyError("invalid-argument", "guard",
@@ -318,23 +332,33 @@ class Endpoint:
         done: Optional[Variant] = None
         owned: Optional[str] = None  # the key this request owns, once its handler ran
         store = guard.store
+        probe = guard.telemetry.begin(self.options.profile)
+        observer = store_calls_timer(probe)
         try:
             while True:
                 since = time.monotonic()
                 with rt.lock:
                     if not rt.live(generation):
                         raise IntentkeyTrap("the instance serving this request was discarded (a trap in another call)")
-                    step = b.unwrap_variant(advance(rt, store, None, flow, done))
+                    step = b.unwrap_variant(advance(rt, store, None, flow, done, observer))
                 if owned is not None and in_guest(store, rt) is not None:
                     notify(store, owned)  # finished inside the instance: its waiters are told here
                 if step.tag == "done":
                     if step.payload.tag != "served":
                         raise IntentkeyTrap(f"the serve flow answered {step.payload.tag!r}, not served")
-                    return _served(step.payload.payload, ran, handler_reply, handler_error)
+                    served = _served(step.payload.payload, ran, handler_reply, handler_error)
+                    if served.unreleased is not None:
+                        guard.releases.start_thread(rt, store, served.unreleased, guard._released, report)
+                    if probe is not None:
+                        self._observed(probe, served, request, started)
+                    return served
                 op: Any = step.payload
                 if op.tag == "effect":
                     ran, owned = True, str(op.payload)
-                    handled, handler_reply, handler_error = _run_handler(handler, op.payload)
+                    if probe is not None:
+                        probe.saw_key(owned)
+                    with current(probe):
+                        handled, handler_reply, handler_error = _run_handler(handler, op.payload)
                     ended = started if now is not None else int(clock())
                     done = Variant("handled", b.record(handled=handled, now=ended))
                 elif op.tag == "wait":
@@ -346,8 +370,26 @@ class Endpoint:
                     done = Variant("watched", b.record(elapsed_ms=elapsed, now=ended))
                 else:
                     raise IntentkeyTrap(f"the serve flow asked the host for {op.tag!r}, which it never does")
+        except BaseException as e:
+            if probe is not None:
+                probe.failed(e)
+            raise
         finally:
             rt.drop(flow, generation, now=True)
+
+    def _observed(self, probe: Probe, served: Served, request: Request, now: int) -> None:
+        """Ends a served request's span and counts its decisions. The storage
+        key comes from the store calls or the handler; a request answered
+        with no call this host saw (a store inside the component) is
+        admitted again for it (the core's HMAC, no store call)."""
+        if probe.key is None and served.path not in (ServePath.REFUSED, ServePath.UNGUARDED):
+            try:
+                admission = self.admit(request, now=now)
+                if admission.attempt is not None:
+                    probe.saw_key(admission.attempt.key)
+            except IntentkeyError:
+                pass
+        probe.served(served.path.value, None if served.finished is None else served.finished.value, served.waited_ms)
 
     def close(self) -> None:
         """Drops the guest resource (and the secret the guest holds in it)."""
@@ -399,6 +441,7 @@ def served_from_wit(rec: Any, ran: bool, handler_reply: Optional[Reply],
 
 def _served(rec: Any, ran: bool, handler_reply: Optional[Reply], handler_error: Optional[BaseException]) -> Served:
     claim_failure = b.get(rec, "claim_failure")
+    unreleased = rec.unreleased
     return Served(
         path=ServePath(rec.path),
         reply=None if rec.reply is None else b.reply_from_wit(rec.reply),
@@ -410,4 +453,5 @@ def _served(rec: Any, ran: bool, handler_reply: Optional[Reply], handler_error: 
         handler_reply=handler_reply,
         handler_error=handler_error,
         waited_ms=int(b.get(rec, "waited_ms")),
+        unreleased=None if unreleased is None else b.release_from_wit(unreleased),
     )

@@ -44,6 +44,7 @@ __all__ = [
     "SqlClaimed",
     "SqlValue",
     "Statement",
+    "StatusCount",
     "Won",
     "dynamo_check_table",
     "dynamo_classify_error",
@@ -74,6 +75,7 @@ __all__ = [
     "redis_complete",
     "redis_decode",
     "redis_default_prefix",
+    "redis_index_keys",
     "redis_insert",
     "redis_list",
     "redis_listed",
@@ -84,7 +86,9 @@ __all__ = [
     "redis_scripts",
     "schema_version",
     "sql_complete_params",
+    "sql_count_params",
     "sql_decode_claim",
+    "sql_decode_count",
     "sql_decode_row",
     "sql_duplicate_key_error",
     "sql_error_class",
@@ -162,6 +166,17 @@ class RedisLayout:
 
     prefix: str
     cluster: bool = False
+
+
+@dataclass(frozen=True)
+class StatusCount:
+    """How many records have a status, and the oldest claim among them
+    (``created_at``, seconds; ``None`` when the store cannot tell cheaply,
+    or none has the status): what a store's cheap ``count(status)`` answers."""
+
+    status: Status
+    count: int
+    oldest: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -405,6 +420,11 @@ def sql_purge_params(now: int) -> List[SqlValue]:
     return _values(_call("sql-purge-params", b.s64("now", now)))
 
 
+def sql_count_params(status: Optional[Status]) -> List[SqlValue]:
+    """The parameters of ``count``: one status, or every status when ``None``."""
+    return _values(_call("sql-count-params", None if status is None else b.status_to_wit(status)))
+
+
 def sql_params(op: str, *args: Any) -> List[SqlValue]:
     """The parameters of the statement for store operation `op`
     (``insert``, ``get``, ``complete``, ``replace``, ``release``, ``list``, ``purge``)."""
@@ -448,6 +468,16 @@ def sql_decode_row(row: Sequence[Any]) -> StoredRecord:
         return b.stored_from_wit(b.unwrap_record(_call("sql-decode-row", _lower(row))))
     except IntentkeyError as e:
         raise _failed(e, "sql") from None
+
+
+def sql_decode_count(row: Sequence[Any]) -> StatusCount:
+    """A row of ``count`` (status, count, oldest ``created_at``)."""
+    try:
+        counted = b.unwrap_record(_call("sql-decode-count", _lower(row)))
+    except IntentkeyError as e:
+        raise _failed(e, "sql") from None
+    oldest = counted.oldest
+    return StatusCount(b.status_from_wit(counted.status), int(counted.count), None if oldest is None else int(oldest))
 
 
 def sql_decode_claim(row: Sequence[Any]) -> SqlClaimed:
@@ -532,6 +562,12 @@ def redis_channels(layout: Union[RedisLayout, str]) -> List[str]:
     """Every bucket's change channel, in bucket order (one on one server):
     a process that wakes waiters ``SSUBSCRIBE``s to them all once."""
     return [str(c) for c in _call("redis-channels", _layout(layout))]
+
+
+def redis_index_keys(layout: Union[RedisLayout, str], status: Status) -> List[str]:
+    """The status index of every bucket: the sum of their ``ZCARD`` replies
+    counts the records with `status` (a store's cheap count)."""
+    return [str(k) for k in _call("redis-index-keys", _layout(layout), b.status_to_wit(Status(status)))]
 
 
 def redis_insert(layout: Union[RedisLayout, str], record: StoredRecord) -> RedisCall:

@@ -83,7 +83,13 @@ class IdempotencyMiddleware:
     application finds :class:`Idempotency` under
     ``environ["intentkey.idempotency"]``. With ``wait_max_ms`` a retry
     that finds its key in flight waits in its worker thread (woken early by
-    the memory and SQL stores' own writes)."""
+    the memory and SQL stores' own writes). A claim whose insert failed (its
+    handler never ran) is answered 503 and released in the background, on
+    the process's release threads (``on_error("release", error)`` hears one
+    that gave up). A synchronous
+    store's calls are bounded by its own timeouts, not by
+    ``store_deadline_ms`` (refused here); ``tracer_provider`` and
+    ``meter_provider`` as in ASGI."""
 
     def __init__(self, app: WSGIApp, *, secret: Optional[SecretInput] = None, keyring: Optional[Keyring] = None,
                  store: Any = None, profile: str = "ietf",
@@ -95,7 +101,9 @@ class IdempotencyMiddleware:
                  on_error: Optional[OnError] = None, key_required: Optional[bool] = None,
                  max_body_bytes: Optional[int] = None, max_stored_bytes: Optional[int] = None,
                  replay_headers: Optional[Sequence[str]] = None, strict_key_syntax: Optional[bool] = None,
-                 retry_after_seconds: Optional[int] = None, wait_max_ms: int = 0, **unknown: Any):
+                 retry_after_seconds: Optional[int] = None, wait_max_ms: int = 0,
+                 store_deadline_ms: Optional[int] = None, tracer_provider: Any = None, meter_provider: Any = None,
+                 **unknown: Any):
         self.app = app
         self.config: Config = configure(
             "intentkey.wsgi.IdempotencyMiddleware", secret=secret, keyring=keyring, store=store, profile=profile,
@@ -105,7 +113,8 @@ class IdempotencyMiddleware:
                                   max_stored_bytes=max_stored_bytes, replay_headers=replay_headers,
                                   strict_key_syntax=strict_key_syntax, retry_after_seconds=retry_after_seconds,
                                   wait_max_ms=wait_max_ms),
-            allow_async=False)
+            allow_async=False, store_deadline_ms=store_deadline_ms, tracer_provider=tracer_provider,
+            meter_provider=meter_provider)
         self._environ_key = "HTTP_" + self.config.header_name.upper().replace("-", "_")
 
     @property
@@ -170,7 +179,7 @@ class IdempotencyMiddleware:
 
         guard = config.guard
         assert isinstance(guard, Guard)
-        served = config.endpoint.serve(guard, request, handler, clock=config.clock)
+        served = config.endpoint.serve(guard, request, handler, clock=config.clock, report=config.report)
         if served.handler_error is None and escaped:
             served.handler_error = escaped[0]
         if served.path == ServePath.UNGUARDED:

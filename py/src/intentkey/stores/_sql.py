@@ -22,6 +22,15 @@ def first_int(row: Optional[Sequence[Any]]) -> Optional[int]:
     return None if row is None or row[0] is None else int(row[0])
 
 
+def counted(status: Status, rows: Sequence[Sequence[Any]]) -> sch.StatusCount:
+    """The count of `status` among the rows of the core's ``count`` statement."""
+    for row in rows:
+        found = sch.sql_decode_count(row)
+        if found.status == status:
+            return found
+    return sch.StatusCount(status, 0, None)
+
+
 def check_schema(schema: Optional[str]) -> Optional[str]:
     """The `schema` option: ``None`` or a non-empty string without NUL."""
     if schema is None:
@@ -104,6 +113,12 @@ class SqlStore(ABC):
 
     def purge(self, now: int) -> int:
         return self._changed("purge", sch.sql_purge_params(now))
+
+    def count(self, status: Status) -> sch.StatusCount:
+        """How many records have `status`, and the oldest claim among them:
+        the core's ``count`` statement (one indexed aggregate; telemetry's
+        records gauge and ``intentkey status`` read it)."""
+        return counted(Status(status), self._execute("count", sch.sql_count_params(Status(status)), True))
 
     def __enter__(self: _Store) -> _Store:
         return self

@@ -205,6 +205,9 @@ class DynamoDBStore:
     (up to 60 s, then ``StoreError("unavailable")``). The store is safe to
     share between threads (boto3's clients are)."""
 
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "dynamodb"
+
     def __init__(self, url_or_client: Any, table: Optional[str] = None, *, timeout: float = DEFAULT_TIMEOUT,
                  **unknown: Any):
         b.no_unknown("intentkey.stores.dynamodb.DynamoDBStore", unknown, ("url_or_client",) + _KEYWORDS)

@@ -45,6 +45,7 @@ from pymysql.constants import CLIENT
 from .. import _binding as b
 from .. import schema as sch
 from .._watch import Changes
+from ..claims import store_deadline_ms
 from ..errors import IntentkeyError
 from ..types import StoredRecord, StoreError
 from ._sql import SqlStore, check_schema, first_int
@@ -196,8 +197,9 @@ def _url_params(url: str, schema: Optional[str], connect_timeout: float) -> Dict
         "password": unquote(parts.password) if parts.password else "",
         "database": database or None,
     }
+    deadline = store_deadline_ms() / 1000
     params.update(charset="utf8mb4", autocommit=True, client_flag=CLIENT.FOUND_ROWS,
-                  connect_timeout=connect_timeout)
+                  connect_timeout=connect_timeout, read_timeout=deadline, write_timeout=deadline)
     return params
 
 
@@ -215,12 +217,19 @@ class MySQLStore(SqlStore):
     exist; the statements name the tables qualified); without it the tables
     are in the connection's database. `connect_timeout`: seconds to wait for
     the server when connecting; `timeout`: seconds an operation waits for a
-    free connection.
+    free connection. Connections made from `url` bound each read and write
+    of a statement by the core's store deadline (2 s: PyMySQL's
+    ``read_timeout`` and ``write_timeout``; a statement that does not answer
+    in time is ``unavailable`` and its connection closed); the migration's
+    connection, which waits for the named lock, is not bounded.
 
     The tables are created on first use (or by :meth:`migrate`) under the
     core's named lock, so processes in any language can start at once. The
     store is safe to share between threads: each operation takes a
     connection of its own."""
+
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "mysql"
 
     def __init__(self, url: Optional[str] = None, *, connect: Optional[Callable[[], Connection]] = None,
                  schema: Optional[str] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
@@ -265,11 +274,14 @@ class MySQLStore(SqlStore):
 
     # -- connections ------------------------------------------------------------------------------
 
-    def _open(self) -> Connection:
-        """A new connection, with autocommit and CLIENT_FOUND_ROWS."""
+    def _open(self, bounded: bool = True) -> Connection:
+        """A new connection, with autocommit and CLIENT_FOUND_ROWS (from the
+        URL: each read and write bounded by the store deadline, unless not
+        `bounded`: the migration's, which waits for the named lock)."""
         if self._params is not None:
+            params = self._params if bounded else dict(self._params, read_timeout=None, write_timeout=None)
             try:
-                return pymysql.connect(**self._params)
+                return pymysql.connect(**params)
             except (pymysql.err.MySQLError, OSError) as e:
                 raise _failure(e) from e
         assert self._connect is not None
@@ -358,7 +370,7 @@ class MySQLStore(SqlStore):
             if self._migrated:
                 return
             self._check_open()
-            conn = self._open()
+            conn = self._open(bounded=False)
             try:
                 flow = sch.MigrationFlow("mysql", self.schema)
                 with conn.cursor(pymysql.cursors.Cursor) as cur:
@@ -375,7 +387,10 @@ class MySQLStore(SqlStore):
                 if isinstance(e, (pymysql.err.MySQLError, OSError)):
                     raise _failure(e) from e
                 raise
-            self._give_back(conn)
+            if self._params is not None:
+                _close_quietly(conn)  # unbounded: not kept for the record statements
+            else:
+                self._give_back(conn)
             self._migrated = True
 
     # -- the operations -------------------------------------------------------------------------------

@@ -48,10 +48,12 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from .. import _binding as b
 from .. import schema as sch
 from .._watch import Changes
+from ..claims import store_deadline_ms
 from ..errors import IntentkeyError
 from ..types import Completion, ReleaseRequest, Replacement, Status, StoredRecord, StoreError
 from ._sql import SqlStore
 from ._sql import check_schema as _check_schema
+from ._sql import counted as _counted
 from ._sql import first_int as _first_int
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
@@ -94,15 +96,36 @@ def _check_timeout(timeout: float) -> float:
     return b.positive_seconds("timeout", timeout)
 
 
+def _bounded(conninfo: str) -> Dict[str, Any]:
+    """What a sync store's own connections add to `conninfo` (unless it says
+    otherwise) to bound a store call as psycopg's sync API allows: a
+    connection attempt (``connect_timeout``, whole seconds, at least 2) and
+    data sent that the server's host does not acknowledge
+    (``tcp_user_timeout``), each by the core's store deadline."""
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return {}  # psycopg says what is wrong with it when the pool connects
+    deadline_ms = store_deadline_ms()
+    bounds: Dict[str, Any] = {"connect_timeout": max(2, -(-deadline_ms // 1000))}
+    if psycopg.pq.version() >= 120000:  # libpq 12 knows tcp_user_timeout
+        bounds["tcp_user_timeout"] = deadline_ms
+    return {name: value for name, value in bounds.items() if name not in given}
+
+
 def _connect(where: str, given: Any, pool_class: Any, connection_class: Any, max_size: int,
-             timeout: float) -> Tuple[Any, Any, bool]:
+             timeout: float, bounded: bool = False) -> Tuple[Any, Any, bool]:
     """(pool, connection, owned) of what a store was given: a connection
-    string (an autocommit pool the store owns, opened on first use), a pool
-    or an open connection (the caller keeps either)."""
+    string (an autocommit pool the store owns, opened on first use; with
+    `bounded`, its connections bounded as :func:`_bounded` says), a pool or
+    an open connection (the caller keeps either)."""
     if isinstance(given, str):
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
             raise IntentkeyError("invalid-argument", "max_size", "max_size must be a whole number of at least 1")
-        pool = pool_class(given, min_size=1, max_size=max_size, open=False, kwargs={"autocommit": True},
+        kwargs: Dict[str, Any] = {"autocommit": True}
+        if bounded:
+            kwargs.update(_bounded(given))
+        pool = pool_class(given, min_size=1, max_size=max_size, open=False, kwargs=kwargs,
                           timeout=_check_timeout(timeout), name="intentkey")
         return pool, None, True
     if isinstance(given, pool_class):
@@ -129,7 +152,19 @@ class PostgresStore(SqlStore):
     `timeout`: how long an owned pool waits for a connection. `notify`:
     send the core's ``notify`` after each write that changed a record, so
     that the waiters of other processes (an :class:`AsyncPostgresStore`
-    listening) wake at once."""
+    listening) wake at once.
+
+    A store call is bounded only as psycopg's sync API allows: made from a
+    connection string, the pool's connections time out connecting
+    (``connect_timeout``) and drop data the server's host stops
+    acknowledging (``tcp_user_timeout``) after the core's store deadline
+    (unless the string sets them), and a connection is waited for at most
+    `timeout`; a server that takes the statement and never answers is not
+    bounded (there is no read timeout): :class:`AsyncPostgresStore` under
+    :class:`intentkey.aio.AsyncGuard` cuts every call at its deadline."""
+
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "postgres"
 
     def __init__(self, conninfo_or_pool: Union[str, "ConnectionPool[Any]", "psycopg.Connection[Any]"],
                  schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT,
@@ -141,7 +176,7 @@ class PostgresStore(SqlStore):
         self.schema = _check_schema(schema)
         self._statements = sch.sql_statements("postgres", self.schema)
         self._pool, self._conn, self._owned = _connect(
-            "PostgresStore", conninfo_or_pool, ConnectionPool, psycopg.Connection, max_size, timeout)
+            "PostgresStore", conninfo_or_pool, ConnectionPool, psycopg.Connection, max_size, timeout, bounded=True)
         self._lock = threading.Lock()  # the migration; and a single connection's use
         self._migrated = False
         self._opened = False
@@ -234,6 +269,9 @@ class AsyncPostgresStore:
     of the store's own (the core's ``listen`` statement): the notifications
     of every writer that sends them (``notify=True``, in any process or
     language). :meth:`close` closes it."""
+
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "postgres"
 
     def __init__(self, conninfo_or_pool: Union[str, "AsyncConnectionPool[Any]", "psycopg.AsyncConnection[Any]"],
                  schema: Optional[str] = None, *, max_size: int = 4, timeout: float = DEFAULT_TIMEOUT,
@@ -455,6 +493,10 @@ class AsyncPostgresStore:
 
     async def purge(self, now: int) -> int:
         return await self._changed("purge", sch.sql_purge_params(now))
+
+    async def count(self, status: Status) -> sch.StatusCount:
+        """How many records have `status`, and the oldest claim among them (the core's ``count``)."""
+        return _counted(Status(status), await self._execute("count", sch.sql_count_params(Status(status)), True))
 
     async def close(self) -> None:
         """Closes the listening connection, and the pool if this store made it."""

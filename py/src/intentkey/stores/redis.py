@@ -382,6 +382,9 @@ class RedisStore(_Common):
     ``StoreError("unavailable")``. `timeout`: seconds to connect and for each
     reply (a client the store makes)."""
 
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "redis"
+
     def __init__(self, client_or_url: Union[str, "redis_py.Redis", "redis_cluster.RedisCluster"],
                  prefix: Optional[str] = None, *, timeout: float = DEFAULT_TIMEOUT, wait: Optional[int] = None,
                  wait_timeout_ms: Optional[int] = None, **unknown: Any):
@@ -646,6 +649,17 @@ class RedisStore(_Common):
                     break
         return deleted
 
+    def count(self, status: Status) -> sch.StatusCount:
+        """How many records have `status`: the sum of the ``ZCARD`` of every
+        bucket's status index (the core's ``redis-index-keys``); the oldest
+        claim is not read (``None``)."""
+        client = self.client
+        try:
+            total = sum(_integer(client.zcard(k), "ZCARD") for k in sch.redis_index_keys(self.layout, Status(status)))
+        except _DRIVER_ERRORS as e:
+            raise self._fail(e) from e
+        return sch.StatusCount(Status(status), total, None)
+
     def close(self) -> None:
         """Hands the connections the store kept back to the client's pool,
         and closes the client if this store made it."""
@@ -688,6 +702,9 @@ class AsyncRedisStore(_Common):
     ``redis.asyncio.cluster.RedisCluster`` client, or a URL, with the
     options of :class:`RedisStore`. On a cluster, listing and purging send
     the calls of every bucket at once."""
+
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "redis"
 
     def __init__(self, client_or_url: Union[str, "redis_aio.Redis", "redis_aio_cluster.RedisCluster"],
                  prefix: Optional[str] = None, *, timeout: float = DEFAULT_TIMEOUT, wait: Optional[int] = None,
@@ -926,6 +943,17 @@ class AsyncRedisStore(_Common):
     async def purge(self, now: int) -> int:
         counts = await asyncio.gather(*(self._purge_bucket(call) for call in sch.redis_purge(self.layout, now)))
         return sum(counts)
+
+    async def count(self, status: Status) -> sch.StatusCount:
+        """How many records have `status`: the sum of the ``ZCARD`` of every
+        bucket's status index (the core's ``redis-index-keys``); the oldest
+        claim is not read (``None``)."""
+        client = await self._client()
+        try:
+            sizes = await asyncio.gather(*(client.zcard(k) for k in sch.redis_index_keys(self.layout, Status(status))))
+        except _DRIVER_ERRORS as e:
+            raise self._fail(e) from e
+        return sch.StatusCount(Status(status), sum(_integer(n, "ZCARD") for n in sizes), None)
 
     async def close(self) -> None:
         """Ends the change subscription, and closes the client if this store made it."""

@@ -59,6 +59,9 @@ class SQLiteStore(SqlStore):
     store's own writes; the writes of another store or process on the same
     file are seen at the core's next re-check (50 ms doubling to 1 s)."""
 
+    #: The store's kind, as telemetry names it (``intentkey.store``).
+    kind = "sqlite"
+
     def __init__(self, path_or_connection: Union[str, "sqlite3.Connection"], *, busy_timeout_ms: int = 10_000, **unknown: Any):
         b.no_unknown("intentkey.stores.sqlite.SQLiteStore", unknown)
         if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
