@@ -37,6 +37,8 @@ type Fields = HashMap<String, String>;
 struct Spans {
     open: Arc<Mutex<HashMap<u64, Fields>>>,
     closed: Arc<Mutex<Vec<Fields>>>,
+    /// The fields of every event that carries a decision.
+    events: Arc<Mutex<Vec<Fields>>>,
 }
 
 struct Collect<'a>(&'a mut Fields);
@@ -64,6 +66,13 @@ impl<S: tracing::Subscriber> Layer<S> for Spans {
             values.record(&mut Collect(fields));
         }
     }
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = Fields::new();
+        event.record(&mut Collect(&mut fields));
+        if fields.contains_key(names::DECISION) {
+            self.events.lock().unwrap().push(fields);
+        }
+    }
     fn on_close(&self, id: Id, _: Context<'_, S>) {
         if let Some(fields) = self.open.lock().unwrap().remove(&id.into_u64()) {
             self.closed.lock().unwrap().push(fields);
@@ -84,6 +93,24 @@ async fn handler(body: Bytes) -> Response {
         return (StatusCode::SERVICE_UNAVAILABLE, "later").into_response();
     }
     (StatusCode::CREATED, "paid").into_response()
+}
+
+/// A destination that has every effect.
+struct Found;
+
+impl intentkey_axum::AsyncGateway for Found {
+    fn ask<'a>(
+        &'a self,
+        _key: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = intentkey::claim::Lookup> + Send + 'a>>
+    {
+        Box::pin(async {
+            intentkey::claim::Lookup::Found(intentkey::claim::Response::json(201, "{}"))
+        })
+    }
+    fn read_your_writes(&self) -> bool {
+        true
+    }
 }
 
 const CLIENT_KEY: &str = "client-key-7f3a9";
@@ -153,6 +180,27 @@ fn spans_and_metrics_of_a_scripted_sequence() {
         assert_eq!(post(plain, "k-panic", r#"{"panic":1}"#).await, 500); // owned, left in flight
                                                                          // The gauge's task counts again (every 50 ms).
         tokio::time::sleep(Duration::from_millis(150)).await;
+        // Recovery of the panicked request's record, found at the destination.
+        let recovery_store: Arc<dyn intentkey_axum::AsyncStore> = Arc::new(memory());
+        let stale = intentkey::claim::Attempt {
+            key: "stale-key".into(),
+            fingerprint: "fp".into(),
+            tenant_id: "t".into(),
+            action_type: "pay".into(),
+            prior: None,
+        };
+        recovery_store
+            .insert(intentkey::claim::Record::in_flight(&stale, "tok", 1))
+            .await
+            .unwrap();
+        let recovered = intentkey_axum::Recoverer::new(recovery_store, Arc::new(Found))
+            .recover("stale-key", 1_000)
+            .await
+            .unwrap();
+        assert!(matches!(
+            recovered.outcome,
+            intentkey::claim::Recovered::Applied(_)
+        ));
         // The owners' spans close when their tasks end.
         tokio::time::sleep(Duration::from_millis(200)).await;
         // Collect while the gauge's task (and its instrument) still lives.
@@ -188,6 +236,15 @@ fn spans_and_metrics_of_a_scripted_sequence() {
         .find(|f| f[names::DECISION] == "replayed" && f[names::WAIT_MS] != "0")
         .expect("the waiter's span");
     assert!(waited[names::WAIT_MS].parse::<u64>().unwrap() > 0);
+
+    // The recovery's decision, as an event.
+    let events = spans.events.lock().unwrap().clone();
+    let recovery = events
+        .iter()
+        .find(|e| e[names::DECISION] == "recovered-found")
+        .expect("the recovery's event");
+    assert_eq!(recovery[names::STORE], "memory");
+    assert_eq!(recovery[names::KEY_DIGEST].len(), 12);
 
     // The counter, by decision; the histograms have points.
     let metrics = exporter.get_finished_metrics().unwrap();

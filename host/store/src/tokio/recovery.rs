@@ -115,6 +115,16 @@ impl Recoverer {
             };
         let ran = drive_run(&mut flow, &*self.store, Some(&*self.gateway), &mut effect).await?;
         let (outcome, finished) = ran.into_recovered();
+        // The core's decision, as an event users bridge to OpenTelemetry
+        // (the names are `intentkey::telemetry::names`'; never the key).
+        if let Some(decision) = intentkey::telemetry::recovered(&outcome) {
+            tracing::info!(
+                "intentkey.decision" = decision.as_str(),
+                "intentkey.store" = self.store.kind(),
+                "intentkey.key_digest" = intentkey::telemetry::key_digest(key).as_str(),
+                "intentkey recovery"
+            );
+        }
         Ok(RecoveryReport {
             key: key.to_owned(),
             outcome,
