@@ -217,7 +217,10 @@ def test_errors_are_read_by_the_cores_classes() -> None:
                                    ("TransactionConflictException", 400, "unavailable"),
                                    ("ValidationException", 400, "failed"),
                                    ("AccessDeniedException", 400, "failed"),
-                                   ("ResourceNotFoundException", 400, "failed")]:
+                                   ("ResourceNotFoundException", 400, "failed"),
+                                   # a name the core does not list: by its status (a proxy's 502)
+                                   ("BadGateway", 502, "unavailable"),
+                                   ("SomethingNew", 400, "failed")]:
             stub.add_client_error("get_item", code, f"the server says {code}", http_status_code=status)
             with pytest.raises(ik.StoreError) as e:
                 store.get("k")
@@ -237,6 +240,10 @@ def test_errors_are_read_by_the_cores_classes() -> None:
         "condition-failed"
     assert schema.dynamo_classify_error("LimitExceededException") == "retryable"
     assert schema.dynamo_classify_error("UnrecognizedClientException") == "failed"
+    assert schema.dynamo_classify_error("UnrecognizedClientException", 400) == "failed"
+    assert schema.dynamo_classify_error("UnrecognizedClientException", 503) == "retryable"
+    assert schema.dynamo_classify_error("ConditionalCheckFailedException", 500) == "condition-failed"
+    assert schema.dynamo_classify_error("UnrecognizedClientException", 70000) == "failed"  # not a status: unknown
     store.close()
     client.close()
 

@@ -357,8 +357,8 @@ impl schema::Guest for Component {
             .map_err(t::Error::from)
     }
 
-    fn dynamo_classify_error(name: String) -> schema::DynamoErrorClass {
-        match core::dynamo::error_class(&name) {
+    fn dynamo_classify_error(name: String, http_status: Option<u16>) -> schema::DynamoErrorClass {
+        match core::dynamo::error_class(&name, http_status) {
             core::dynamo::ErrorClass::ConditionFailed => schema::DynamoErrorClass::ConditionFailed,
             core::dynamo::ErrorClass::Retryable => schema::DynamoErrorClass::Retryable,
             core::dynamo::ErrorClass::Failed => schema::DynamoErrorClass::Failed,

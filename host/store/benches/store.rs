@@ -13,7 +13,10 @@
 //! test script's, `bash scripts/redis-cluster.sh start`, or
 //! `INTENTKEY_REDIS_CLUSTER`) has the same floor through the cluster client,
 //! each key on the master of its slot. DynamoDB's floor is two bare
-//! `PutItem`s into a table with the key only, on the same endpoint (dynalite
+//! `PutItem`s of the store's own items (`in_flight`, then `done`) into a
+//! table made with the store's own definition (both indexes), as the SQL
+//! floors use the store's DDL; (g) times the same two writes of a small
+//! item into a table with the key only. Both on the same endpoint (dynalite
 //! at 127.0.0.1:4567, started by `bash scripts/dynalite.sh start`, or
 //! `INTENTKEY_DYNAMODB`).
 //!
@@ -110,6 +113,12 @@ trait Floor {
     /// non-durable for that one statement (SQLite: `synchronous` switched to
     /// NORMAL around it); `false` where the floor has no such variant.
     fn update_switched(&mut self, _key: &str) -> bool {
+        false
+    }
+
+    /// The same two writes into a table with the key only (no index);
+    /// `false` where the floor has no such variant (DynamoDB has).
+    fn bare_pair(&mut self, _key: &str) -> bool {
         false
     }
 
@@ -365,57 +374,118 @@ fn redis_setup() -> Option<(String, String, RedisFloor)> {
     ))
 }
 
-/// DynamoDB's floor: two bare `PutItem`s (the first conditioned on the key's
-/// absence, the second on its presence) into a table with the key only (no
-/// index), on the same endpoint (dynalite, started by the test script).
+/// DynamoDB's floor: two bare `PutItem`s of the store's own items (the
+/// core's encoding of an `in_flight` record, conditioned on the key's
+/// absence, then of the same record `done`, conditioned on its presence)
+/// into a table made with the store's own definition (its two indexes), as
+/// the SQL floors write into a table with the store's own DDL. The same two
+/// `PutItem`s of a small item into a table with the key only (no index) are
+/// timed too (`bare_pair`), on the same endpoint (dynalite, started by the
+/// test script).
 struct DynamoFloor {
     client: aws_sdk_dynamodb::Client,
     runtime: tokio::runtime::Runtime,
+    /// The floor's table, made by the store (its definition).
     table: String,
+    /// A table with the key only.
+    bare: String,
+}
+
+/// DynamoDB's JSON form of an item as the SDK's attributes.
+fn dynamo_item(
+    item: &serde_json::Value,
+) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+    use aws_sdk_dynamodb::types::AttributeValue as V;
+    use base64::Engine as _;
+    item.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let (t, x) = v.as_object().unwrap().iter().next().unwrap();
+            let x = x.as_str().unwrap();
+            let v = match t.as_str() {
+                "S" => V::S(x.to_owned()),
+                "N" => V::N(x.to_owned()),
+                "B" => V::B(aws_sdk_dynamodb::primitives::Blob::new(
+                    base64::engine::general_purpose::STANDARD.decode(x).unwrap(),
+                )),
+                other => panic!("no attribute type {other}"),
+            };
+            (k.clone(), v)
+        })
+        .collect()
 }
 
 impl DynamoFloor {
-    fn put(&mut self, key: &str, condition: &str) {
-        use aws_sdk_dynamodb::types::AttributeValue as V;
-        let item = [
-            ("key", V::S(key.to_owned())),
-            ("status", V::S("in_flight".to_owned())),
-            (
-                "owner_token",
-                V::S("0123456789abcdef0123456789abcdef".to_owned()),
-            ),
-            ("created_at", V::N("1700000000".to_owned())),
-            ("fingerprint", V::S("fp".to_owned())),
-        ];
+    fn put(
+        &mut self,
+        table: &str,
+        item: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+        condition: &str,
+    ) {
         let put = self
             .client
             .put_item()
-            .table_name(&self.table)
-            .set_item(Some(
-                item.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
-            ))
+            .table_name(table)
+            .set_item(Some(item))
             .condition_expression(condition)
             .expression_attribute_names("#k", "key");
         self.runtime.block_on(put.send()).unwrap();
+    }
+
+    /// The store's item for `key`, `in_flight` or `done`.
+    fn record(
+        key: &str,
+        done: bool,
+    ) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+        let mut record = intentkey::claim::Record::in_flight(&bench_attempt(key), FLOOR_TOKEN, NOW);
+        if done {
+            record.complete(Response::json(201, "{}"), NOW, Rules::default().ttl_seconds);
+        }
+        dynamo_item(&intentkey::claim::dynamo::encode(&record).unwrap())
+    }
+
+    fn small(
+        key: &str,
+    ) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+        use aws_sdk_dynamodb::types::AttributeValue as V;
+        [
+            ("key", V::S(key.to_owned())),
+            ("status", V::S("in_flight".to_owned())),
+            ("owner_token", V::S(FLOOR_TOKEN.to_owned())),
+            ("created_at", V::N(NOW.to_string())),
+            ("fingerprint", V::S("fp".to_owned())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
     }
 }
 
 impl Floor for DynamoFloor {
     fn insert(&mut self, key: &str) {
-        self.put(key, "attribute_not_exists(#k)");
+        let (table, item) = (self.table.clone(), Self::record(key, false));
+        self.put(&table, item, "attribute_not_exists(#k)");
     }
     fn update(&mut self, key: &str) {
-        self.put(key, "attribute_exists(#k)");
+        let (table, item) = (self.table.clone(), Self::record(key, true));
+        self.put(&table, item, "attribute_exists(#k)");
     }
     fn update_fast(&mut self, key: &str) {
-        self.put(key, "attribute_exists(#k)");
+        self.update(key);
     }
     fn round_trip(&mut self) {
-        let get = self.client.get_item().table_name(&self.table).key(
+        let get = self.client.get_item().table_name(&self.bare).key(
             "key",
             aws_sdk_dynamodb::types::AttributeValue::S("none".to_owned()),
         );
         self.runtime.block_on(get.send()).unwrap();
+    }
+    fn bare_pair(&mut self, key: &str) -> bool {
+        let bare = self.bare.clone();
+        self.put(&bare, Self::small(key), "attribute_not_exists(#k)");
+        self.put(&bare, Self::small(key), "attribute_exists(#k)");
+        true
     }
 }
 
@@ -457,10 +527,10 @@ fn dynamo_setup() -> Option<(String, DynamoFloor)> {
         .enable_all()
         .build()
         .unwrap();
-    let table = format!("ik-bench-floor-{}", std::process::id());
+    let bare = format!("ik-bench-bare-{}", std::process::id());
     let create = client
         .create_table()
-        .table_name(&table)
+        .table_name(&bare)
         .attribute_definitions(
             AttributeDefinition::builder()
                 .attribute_name("key")
@@ -477,6 +547,9 @@ fn dynamo_setup() -> Option<(String, DynamoFloor)> {
         )
         .billing_mode(BillingMode::PayPerRequest);
     runtime.block_on(create.send()).unwrap();
+    // The floor's table, made by the store with its own definition.
+    let table = format!("ik-bench-floor-{}", std::process::id());
+    drop(open(&format!("{}/{table}", endpoint.trim_end_matches('/'))).unwrap());
     let url = format!(
         "{}/ik-bench-{}",
         endpoint.trim_end_matches('/'),
@@ -488,12 +561,13 @@ fn dynamo_setup() -> Option<(String, DynamoFloor)> {
             client,
             runtime,
             table,
+            bare,
         },
     ))
 }
 
-/// Deletes the bench's two tables.
-fn dynamo_cleanup(floor_table: &str) {
+/// Deletes the bench's three tables.
+fn dynamo_cleanup(floor_table: &str, bare_table: &str) {
     let endpoint = dynamo_endpoint();
     let host = endpoint
         .trim_start_matches("dynamodb://")
@@ -501,6 +575,7 @@ fn dynamo_cleanup(floor_table: &str) {
         .to_owned();
     for table in [
         floor_table.to_owned(),
+        bare_table.to_owned(),
         format!("ik-bench-{}", std::process::id()),
     ] {
         use std::io::{Read as _, Write as _};
@@ -776,10 +851,10 @@ fn interleaved(subject: &mut Subject<'_>, rounds: usize) -> Samples {
     let mut samples = Samples::default();
     let mut warm_up = Samples::default();
     for round in 0..rounds {
-        for (case, n) in (0..7).flat_map(|case| (0..BLOCK).map(move |n| (case, n))) {
+        for (case, n) in (0..8).flat_map(|case| (0..BLOCK).map(move |n| (case, n))) {
             let samples = if n == 0 { &mut warm_up } else { &mut samples };
             let k = keys.next();
-            match (case + round) % 7 {
+            match (case + round) % 8 {
                 0 => {
                     let i = timed(|| floor.insert(&k));
                     let u = timed(|| floor.update(&k));
@@ -812,6 +887,13 @@ fn interleaved(subject: &mut Subject<'_>, rounds: usize) -> Samples {
                     samples.push("floor update fast", u);
                 }
                 5 => samples.push("round trip", timed(|| floor.round_trip())),
+                6 => {
+                    let mut bare = false;
+                    let t = timed(|| bare = floor.bare_pair(&k));
+                    if bare {
+                        samples.push("g", t);
+                    }
+                }
                 _ => {
                     let i = timed(|| floor.insert(&k));
                     let mut switched = false;
@@ -885,6 +967,18 @@ fn print_interleaved(subjects: &mut [Subject<'_>], rounds: usize) {
             s.cell("guard finish fast"),
             s.cell("floor update switched"),
         );
+    }
+    for (name, s) in &results {
+        if s.parts.contains_key("g") {
+            let (a, b, g) = (s.median("a"), s.median("b"), s.median("g"));
+            println!();
+            println!(
+                "{name}: (g) the two writes into a table with the key only (no index): {g:.0} µs; \
+                 (a)/(g) {:.2}, (b)/(g) {:.2}",
+                a / g,
+                b / g
+            );
+        }
     }
 }
 
@@ -995,7 +1089,9 @@ fn main() {
         Some((url, floor)) => (Some(open(&url).unwrap()), Some(floor)),
         None => (None, None),
     };
-    let dynamo_floor_table = dynamo_floor.as_ref().map(|f| f.table.clone());
+    let dynamo_floor_tables = dynamo_floor
+        .as_ref()
+        .map(|f| (f.table.clone(), f.bare.clone()));
     {
         let mut subjects = vec![sqlite_subject(sqlite.as_ref(), &path)];
         if let (Some(store), Some(floor)) = (pg_store.as_ref(), pg_floor) {
@@ -1061,8 +1157,8 @@ fn main() {
         redis_cleanup(&prefix);
     }
     drop(dynamo_store);
-    if let Some(table) = dynamo_floor_table {
-        dynamo_cleanup(&table);
+    if let Some((table, bare)) = dynamo_floor_tables {
+        dynamo_cleanup(&table, &bare);
     }
     drop(cluster_store);
     if let Some(prefix) = cluster_prefix {

@@ -424,14 +424,15 @@ enum Failure {
 }
 
 /// An SDK failure, by the core's class of its code.
-fn error<E: ProvideErrorMetadata + std::error::Error + 'static, R: std::fmt::Debug>(
-    e: SdkError<E, R>,
+fn error<E: ProvideErrorMetadata + std::error::Error + 'static>(
+    e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
 ) -> Failure {
     let code = e.code().map(str::to_owned);
     match (&e, code.as_deref()) {
-        (SdkError::ServiceError(_), Some(code)) => {
+        (SdkError::ServiceError(service), Some(code)) => {
             let message = e.message().unwrap_or_default().to_owned();
-            match dynamo::error_class(code) {
+            let status = service.raw().status().as_u16();
+            match dynamo::error_class(code, Some(status)) {
                 ErrorClass::ConditionFailed => Failure::Condition,
                 ErrorClass::Retryable => Failure::Store(StoreError::retryable(format!(
                     "dynamodb: {code}: {message}"

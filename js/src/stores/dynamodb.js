@@ -103,11 +103,16 @@ const jsonOf = (output) => JSON.stringify(fromSdk(output));
 /** Whether the service answered (an error DynamoDB sent, with its name), not a connection that failed. */
 const answered = (e) => typeof e?.$metadata?.httpStatusCode === 'number' && typeof e.name === 'string';
 
+/** The core's class of an error the service answered: by its name and its HTTP status. */
+function classOf(e) {
+  const status = e.$metadata.httpStatusCode;
+  return core.classifyError(e.name, Number.isInteger(status) && status >= 0 && status <= 0xffff ? status : undefined);
+}
+
 /**
  * The SDK's error for `action` as a store error: what DynamoDB answered is
- * what the core's table says of its name (throttling, server errors: retryable;
- * anything else failed), and an HTTP 5xx under a name the table does not know
- * (a proxy's, a load balancer's) is retryable too; no answer (a refused or lost
+ * what the core says of its name and status (throttling, server errors, a 5xx
+ * under a name it does not know: retryable; anything else failed); no answer (a refused or lost
  * connection, a timeout) is retryable. The message is the service's, which
  * never holds a secret key.
  */
@@ -119,7 +124,7 @@ function failure(e, action) {
     const bug = e instanceof TypeError || e instanceof RangeError || e instanceof SyntaxError;
     return storeError(bug ? 'failed' : 'unavailable', `dynamodb: ${action}: ${bug ? '' : 'no answer: '}${message}`, e);
   }
-  const kind = core.classifyError(e.name) === 'retryable' || e.$metadata.httpStatusCode >= 500 ? 'unavailable' : 'failed';
+  const kind = classOf(e) === 'retryable' ? 'unavailable' : 'failed';
   return storeError(kind, `dynamodb: ${action}: ${e.name}: ${message}`, e);
 }
 
@@ -282,7 +287,7 @@ export async function dynamoStore(options = {}) {
     try {
       return await raw(request);
     } catch (e) {
-      if (answered(e) && core.classifyError(e.name) === 'condition-failed') return CONDITION_FAILED;
+      if (answered(e) && classOf(e) === 'condition-failed') return CONDITION_FAILED;
       throw failure(e, request.action);
     }
   }

@@ -105,7 +105,8 @@ export function redisDecode(key, value) {
  *    listed(limit, pagesJson): the records of every page, in one order;
  *  - purge(table, now): one Query per bucket; purgeDeletes(table, now, pageJson):
  *    the conditional DeleteItem of each record a page names;
- *  - classifyError(name): 'condition-failed' | 'retryable' | 'failed'.
+ *  - classifyError(name, httpStatus | undefined): 'condition-failed' | 'retryable' | 'failed'
+ *    (a 5xx under a name the core does not list is retryable).
  */
 export const dynamoLayout = Object.freeze({
   defaultTable: () => internal.rawSchema((s) => s.dynamoDefaultTable()),
@@ -124,7 +125,7 @@ export const dynamoLayout = Object.freeze({
   listed: (limit, pages) => internal.rawSchema((s) => s.dynamoListed(limit, pages)),
   purge: (table, now) => internal.rawSchema((s) => s.dynamoPurge(table, BigInt(now))),
   purgeDeletes: (table, now, page) => internal.rawSchema((s) => s.dynamoPurgeDeletes(table, BigInt(now), page)),
-  classifyError: (name) => internal.rawSchema((s) => s.dynamoClassifyError(name)),
+  classifyError: (name, httpStatus) => internal.rawSchema((s) => s.dynamoClassifyError(name, httpStatus)),
 });
 
 /**

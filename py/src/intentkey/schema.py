@@ -829,11 +829,15 @@ def dynamo_purge_deletes(table: str, now: int, page: str) -> List[DynamoRequest]
     return _dynamo_requests(deletes)
 
 
-def dynamo_classify_error(name: str) -> str:
+def dynamo_classify_error(name: str, http_status: Optional[int] = None) -> str:
     """What the DynamoDB error `name` (the SDK's error code, or ``__type``
-    with its namespace) means: ``condition-failed`` (the write's condition
-    did not hold: not written), ``retryable`` (throttling, a server error:
-    ``StoreError("unavailable")``) or ``failed`` (anything else)."""
+    with its namespace), answered with HTTP status `http_status` when known,
+    means: ``condition-failed`` (the write's condition did not hold: not
+    written), ``retryable`` (throttling, a server error, a 5xx under a name
+    the core does not list: ``StoreError("unavailable")``) or ``failed``
+    (anything else)."""
     if not isinstance(name, str) or not name.isascii():
         return "failed"
-    return str(_call("dynamo-classify-error", name))
+    if not (isinstance(http_status, int) and not isinstance(http_status, bool) and 0 <= http_status <= 0xFFFF):
+        http_status = None
+    return str(_call("dynamo-classify-error", name, http_status))

@@ -112,11 +112,23 @@ pub enum ErrorClass {
     Failed,
 }
 
-/// The class of DynamoDB error `name`.
-pub fn error_class(name: &str) -> ErrorClass {
+/// The class of the DynamoDB error `name`, answered with the HTTP status
+/// `http_status` when the host knows it. A name this list does not know
+/// answered with a 5xx (a proxy's, a load balancer's, a new server error)
+/// is [`ErrorClass::Retryable`] too.
+///
+/// ```
+/// use intentkey::claim::dynamo::{error_class, ErrorClass};
+///
+/// assert_eq!(error_class("ThrottlingException", Some(400)), ErrorClass::Retryable);
+/// assert_eq!(error_class("BadGateway", Some(502)), ErrorClass::Retryable);
+/// assert_eq!(error_class("ValidationException", Some(400)), ErrorClass::Failed);
+/// ```
+pub fn error_class(name: &str, http_status: Option<u16>) -> ErrorClass {
     let name = name.rsplit('#').next().unwrap_or(name);
     match name {
         "ConditionalCheckFailedException" => ErrorClass::ConditionFailed,
+        _ if http_status.is_some_and(|s| s >= 500) => ErrorClass::Retryable,
         "ProvisionedThroughputExceededException"
         | "ThrottlingException"
         | "RequestLimitExceeded"
@@ -910,11 +922,30 @@ mod tests {
             "store-failed"
         );
         assert_eq!(
-            error_class("com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"),
+            error_class(
+                "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+                Some(400)
+            ),
             ErrorClass::ConditionFailed
         );
-        assert_eq!(error_class("ThrottlingException"), ErrorClass::Retryable);
-        assert_eq!(error_class("ResourceNotFoundException"), ErrorClass::Failed);
+        assert_eq!(
+            error_class("ThrottlingException", None),
+            ErrorClass::Retryable
+        );
+        assert_eq!(
+            error_class("ResourceNotFoundException", Some(400)),
+            ErrorClass::Failed
+        );
+        assert_eq!(
+            error_class("ResourceNotFoundException", None),
+            ErrorClass::Failed
+        );
+        // A 5xx under a name the list does not know: a proxy's answer.
+        assert_eq!(
+            error_class("UnknownError", Some(503)),
+            ErrorClass::Retryable
+        );
+        assert_eq!(error_class("UnknownError", Some(499)), ErrorClass::Failed);
     }
 
     #[test]

@@ -165,10 +165,13 @@ def _env(name: str) -> Optional[str]:
     return value if value else None
 
 
-def _client_error(e: Any) -> Tuple[str, str]:
-    """(the error code, its message) of a botocore ``ClientError``."""
-    error = e.response.get("Error", {}) if isinstance(getattr(e, "response", None), dict) else {}
-    return str(error.get("Code") or type(e).__name__), str(error.get("Message") or "").strip()
+def _client_error(e: Any) -> Tuple[str, str, Optional[int]]:
+    """(the error code, its message, the HTTP status) of a botocore ``ClientError``."""
+    response = e.response if isinstance(getattr(e, "response", None), dict) else {}
+    error = response.get("Error", {})
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return (str(error.get("Code") or type(e).__name__), str(error.get("Message") or "").strip(),
+            status if isinstance(status, int) else None)
 
 
 class _NotFound(Exception):
@@ -338,12 +341,12 @@ class DynamoDBStore:
         try:
             return self._call(request)
         except bx.ClientError as e:
-            code, message = _client_error(e)
+            code, message, status = _client_error(e)
             if missing and code == "ResourceNotFoundException":
                 raise _NotFound() from None
             if in_use_ok and code == "ResourceInUseException":
                 return {}
-            kind = sch.dynamo_classify_error(code)
+            kind = sch.dynamo_classify_error(code, status)
             if kind == "condition-failed":
                 return None
             where = f"dynamodb: {request.action}: {code}" + (f": {message}" if message else "")
