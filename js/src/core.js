@@ -59,19 +59,16 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
   const seed = () => randomBytes(16);
 
   /**
-   * The wait-max-ms of a `wait` option ({ maxMs }), checked by the core (the
-   * endpoint's rule: at most 60000, `invalid-argument` naming `wait.maxMs`).
+   * The wait-max-ms of a `wait` option ({ maxMs }), checked by the core's
+   * `check-wait-max-ms` (at most 60000, `invalid-argument` naming `wait.maxMs`).
    */
   function waitMaxMs(wait, who) {
     const ms = waitMaxMsIn(wait, who);
-    if (ms > 0) {
-      try {
-        createEndpoint({ secret: randomBytes(32), wait: { maxMs: ms } }).dispose();
-      } catch (e) {
-        throw waitError(e instanceof IntentkeyError && e.field === 'wait.maxMs' ? e.cause : e, who);
-      }
+    try {
+      return rawFlows((f) => f.checkWaitMaxMs('wait-max-ms', ms));
+    } catch (e) {
+      throw waitError(e, who);
     }
-    return ms;
   }
 
   const internal = Object.freeze({ driving, flow, migration, rawClaims, rawFlows, rawSchema, defaultAnswers, ownerToken, seed, waitMaxMs, world });

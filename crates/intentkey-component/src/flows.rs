@@ -390,6 +390,10 @@ impl wit::Guest for Component {
         intentkey::telemetry::key_digest(&key)
     }
 
+    fn check_wait_max_ms(field: String, max_ms: u32) -> Result<u32, t::Error> {
+        core::wait::check_wait_max_ms(&field, max_ms).map_err(t::Error::from)
+    }
+
     fn telemetry_names() -> wit::TelemetryLabels {
         use intentkey::telemetry::names as n;
         wit::TelemetryLabels {

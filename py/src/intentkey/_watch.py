@@ -26,29 +26,19 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _binding as b
-from .errors import IntentkeyError
 
-__all__ = ["Changes", "WAIT_MAX_MS_LIMIT", "changes_of", "check_wait_max_ms", "elapsed_ms", "notify", "watch_async",
+__all__ = ["Changes", "changes_of", "check_wait_max_ms", "elapsed_ms", "notify", "watch_async",
            "watch_sync"]
-
-#: The longest wait an option may ask for, in milliseconds: the core's
-#: ``WAIT_MAX_MS_LIMIT`` (the core refuses a longer endpoint option itself;
-#: a run's is checked here, as the core clamps it).
-WAIT_MAX_MS_LIMIT = 60_000
 
 _U32_MAX = (1 << 32) - 1
 
 
 def check_wait_max_ms(value: Any, name: str = "wait_max_ms") -> int:
-    """`value` as a wait budget: a whole number of milliseconds from 0 (no
-    wait) to :data:`WAIT_MAX_MS_LIMIT`; anything else is ``invalid-argument``
-    naming `name`."""
+    """`value` as a wait budget: a whole number of milliseconds, checked by
+    the core's ``check-wait-max-ms`` (0, no wait, to 60000); anything else is
+    ``invalid-argument`` naming `name`."""
     ms = b.uint(name, value, 32)
-    if ms > WAIT_MAX_MS_LIMIT:
-        raise IntentkeyError("invalid-argument", name,
-                             f"{name}: a wait of {ms} ms is longer than {WAIT_MAX_MS_LIMIT} ms, the most a client "
-                             f"waits for the first attempt; give 0 (no wait, in flight at once) up to {WAIT_MAX_MS_LIMIT}")
-    return ms
+    return int(b.unwrap(b.runtime("pure").call(b.FLOWS, "check-wait-max-ms", name, ms)))
 
 
 def _settle(future: "asyncio.Future[None]") -> None:
