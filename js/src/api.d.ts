@@ -327,6 +327,8 @@ export interface Claims {
   finishRetryDelaysMs(): number[];
   /** The default deadline of one store call, in milliseconds (2000): past it the call is store-unavailable, never a hang. */
   storeDeadlineMs(): number;
+  /** How long the release of a claim whose insert failed is tried, in milliseconds (300,000); a background release waits at most this long for that abandoned insert to end first. */
+  releaseGiveUpMs(): number;
   /** An owner token (32 hex) from 16 random bytes. */
   ownerToken(randomBytes: Uint8Array): string;
   /** Checks a journaled step's output (JSON text, at most maxBytes, default 1 MiB): the response it is recorded as. */

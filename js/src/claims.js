@@ -335,6 +335,7 @@ export function createClaims(callClaims) {
   let defaults = null;
   let staleAfter = null;
   let deadline = null;
+  let giveUp = null;
   const rules = () => (defaults ??= rulesOut(callClaims((c) => c.defaultRules())));
   return Object.freeze({
     /** What an attempt whose insert lost to `existing` gets: { outcome, response? }. */
@@ -394,6 +395,15 @@ export function createClaims(callClaims) {
     storeDeadlineMs() {
       deadline ??= callClaims((c) => c.storeDeadlineMs());
       return deadline;
+    },
+    /**
+     * How long the release of a claim whose insert failed is tried, in
+     * milliseconds (300000); a background release waits at most this long for
+     * that abandoned insert to end first.
+     */
+    releaseGiveUpMs() {
+      giveUp ??= callClaims((c) => c.releaseGiveUpMs());
+      return giveUp;
     },
     /** The default stale-after of recovery, in seconds. */
     defaultStaleAfterSeconds() {

@@ -444,7 +444,7 @@ export function guardFactory({ internal, claims }, host = {}) {
     function send(op, signal) {
       switch (op.tag) {
         case 'insert':
-          return store.insert(op.val, signal);
+          return tracked(op.val.key, store.insert(op.val, signal));
         case 'get':
           return store.get(op.val, signal);
         case 'complete':
@@ -460,6 +460,44 @@ export function guardFactory({ internal, claims }, host = {}) {
         default:
           throw new Error(`intentkey: the core asked for an unknown store operation ${op.tag} (a bug)`);
       }
+    }
+
+    /**
+     * Inserts still running, by key: a deadline may abandon one whose
+     * statement the store still sends or commits later. A background release
+     * of that key waits for them to end first (releaseClaim), so that no
+     * insert lands after its own release and leaves the key in flight.
+     */
+    const inserting = new Map();
+
+    function tracked(key, call) {
+      if (call === null || typeof call !== 'object' || typeof call.then !== 'function') return call;
+      const ended = call.then(
+        () => {},
+        () => {},
+      );
+      let running = inserting.get(key);
+      if (running === undefined) inserting.set(key, (running = new Set()));
+      running.add(ended);
+      ended.then(() => {
+        running.delete(ended);
+        if (running.size === 0 && inserting.get(key) === running) inserting.delete(key);
+      });
+      return call;
+    }
+
+    /** Resolves when every insert of `key` running now has ended, or after `ms` (a timer that does not keep the process alive). */
+    function insertsEnded(key, ms) {
+      const running = inserting.get(key);
+      if (running === undefined) return null;
+      return new Promise((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        timer.unref?.();
+        Promise.all([...running]).then(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
     }
 
     /** The WIT op-result of a store operation's answer. */
@@ -1018,6 +1056,13 @@ export function guardFactory({ internal, claims }, host = {}) {
       let finished = null;
       let lastError = null;
       let closed = closing?.closed === true;
+      // An abandoned insert of this claim may still land: release after it ends
+      // (at most the release flow's own limit, 300 s).
+      const ended = closed ? null : insertsEnded(request.key, claims.releaseGiveUpMs());
+      if (ended !== null) {
+        await ended;
+        closed = closing?.closed === true;
+      }
       if (!closed) {
         let flow = null;
         try {

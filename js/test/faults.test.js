@@ -200,6 +200,46 @@ describe('a claim whose insert failed is released in the background', () => {
     assert.deepEqual(errors.map(([, c]) => c.phase), ['claim']);
   });
 
+  test('an insert the deadline abandoned, which lands later, is released after it lands: the key is not left in flight', async () => {
+    const mem = memoryStore();
+    const state = { landed: 0, releases: 0 };
+    // An asynchronous store whose insert answers (and commits) after three deadlines.
+    const store = Object.create(mem);
+    store.synchronous = false;
+    store.insert = async (r) => {
+      await sleep(150);
+      state.landed++;
+      return mem.insert(r);
+    };
+    store.release = async (r) => {
+      state.releases++;
+      return mem.release(r);
+    };
+    const errors = [];
+    const guard = createGuard({ store, endpoint: createEndpoint({ secret: SECRET }), storeDeadlineMs: 50, onError: (e, c) => errors.push([e, c]) });
+    const request = { tenantId: 't', method: 'POST', route: '/pay', keyValues: ['k-late'], contentType: 'application/json', body: new TextEncoder().encode('{}') };
+    let runs = 0;
+    const handler = () => {
+      runs++;
+      return { status: 201, headers: [], body: new Uint8Array() };
+    };
+    const served = await guard.serve(request, handler);
+    assert.equal(served.path, 'unavailable');
+    assert.equal(served.reply.status, 503);
+    assert.equal(state.landed, 0, 'answered before the insert landed');
+    assert.equal(state.releases, 0, 'no release before the abandoned insert ended');
+    await until(() => state.landed === 1 && state.releases >= 1, 5000);
+    await until(() => mem.list('in-flight', 10).length === 0, 5000);
+    assert.equal(runs, 0);
+    // The retry runs the handler: the key was not left in flight.
+    store.insert = async (r) => mem.insert(r);
+    const retried = await guard.serve(request, handler);
+    assert.equal(retried.path, 'handler');
+    assert.equal(retried.ran, true);
+    assert.equal(runs, 1);
+    assert.deepEqual(errors.map(([, c]) => c.phase), ['claim']);
+  });
+
   test('the package’s own store: close() stops a release in progress, reported (phase release) as left in flight', async () => {
     const mem = memoryStore();
     const state = { failing: true, releases: 0 };

@@ -63,6 +63,10 @@ impl claims::Guest for Component {
         core::STORE_DEADLINE_MS
     }
 
+    fn release_give_up_ms() -> u32 {
+        u32::try_from(core::RELEASE_GIVE_UP_MS).unwrap_or(u32::MAX)
+    }
+
     fn owner_token(random_bytes: Vec<u8>) -> Result<String, t::Error> {
         core::owner_token_from_slice(&random_bytes).map_err(t::Error::from)
     }

@@ -333,7 +333,7 @@ class Releases:
         async def run() -> None:
             try:
                 if first is not None and not first.done():
-                    await asyncio.wait({first}, timeout=WAIT_FOR_INSERT_S)
+                    await asyncio.wait({first}, timeout=wait_for_insert_s())
                 finished, last = await release_async(rt, release, request)
                 _settled(finished, last, done, report)
             except asyncio.CancelledError:
@@ -360,9 +360,17 @@ class Releases:
         return not pending
 
 
-#: How long a release waits for the claim's own insert, abandoned at its
-#: deadline, to end before its first try (seconds).
-WAIT_FOR_INSERT_S = 30.0
+_give_up_s: Optional[float] = None
+
+
+def wait_for_insert_s() -> float:
+    """How long a release waits for the claim's own insert, abandoned at its
+    deadline, to end before its first try (seconds): the core's
+    ``release-give-up-ms``, how long the release itself is tried."""
+    global _give_up_s
+    if _give_up_s is None:
+        _give_up_s = int(b.runtime("pure").call(b.CLAIMS, "release-give-up-ms")) / 1000
+    return _give_up_s
 
 
 def _settled(finished: Finished, last: Optional[StoreError], done: Optional[Done], report: Optional[Report]) -> None:
