@@ -528,3 +528,39 @@ fn written(result: OpResult) -> Result<bool, StoreError> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::config::http::HttpResponse;
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::get_item::GetItemError;
+    use aws_smithy_types::body::SdkBody;
+
+    /// What `error` makes of an error the service answered with `code` and `status`.
+    fn answered(code: &str, status: u16) -> Failure {
+        let e = GetItemError::generic(ErrorMetadata::builder().code(code).message("m").build());
+        let raw = HttpResponse::new(status.try_into().unwrap(), SdkBody::empty());
+        error(SdkError::service_error(e, raw))
+    }
+
+    fn retryable(f: Failure) -> Option<bool> {
+        match f {
+            Failure::Condition => None,
+            Failure::Store(e) => Some(e.is_retryable()),
+        }
+    }
+
+    #[test]
+    fn errors_are_classed_by_the_cores_name_and_status() {
+        assert_eq!(
+            retryable(answered("ConditionalCheckFailedException", 400)),
+            None
+        );
+        assert_eq!(retryable(answered("ThrottlingException", 400)), Some(true));
+        assert_eq!(retryable(answered("ValidationException", 400)), Some(false));
+        // A name the core does not list: by its status (a proxy's 502).
+        assert_eq!(retryable(answered("BadGateway", 502)), Some(true));
+        assert_eq!(retryable(answered("SomethingNew", 400)), Some(false));
+    }
+}
