@@ -850,11 +850,15 @@ fn interleaved(subject: &mut Subject<'_>, rounds: usize) -> Samples {
     let floor = &mut subject.floor;
     let mut samples = Samples::default();
     let mut warm_up = Samples::default();
+    // One done record, claimed again by every replay.
+    let done = keys.next();
+    let token = claim(&durable, &done);
+    finish(&durable, &done, &token);
     for round in 0..rounds {
-        for (case, n) in (0..8).flat_map(|case| (0..BLOCK).map(move |n| (case, n))) {
+        for (case, n) in (0..9).flat_map(|case| (0..BLOCK).map(move |n| (case, n))) {
             let samples = if n == 0 { &mut warm_up } else { &mut samples };
             let k = keys.next();
-            match (case + round) % 8 {
+            match (case + round) % 9 {
                 0 => {
                     let i = timed(|| floor.insert(&k));
                     let u = timed(|| floor.update(&k));
@@ -887,6 +891,13 @@ fn interleaved(subject: &mut Subject<'_>, rounds: usize) -> Samples {
                     samples.push("floor update fast", u);
                 }
                 5 => samples.push("round trip", timed(|| floor.round_trip())),
+                7 => {
+                    let replayed = timed(|| {
+                        let claimed = durable.claim(&bench_attempt(&done), NOW).unwrap();
+                        debug_assert_eq!(claimed.outcome.as_str(), "done");
+                    });
+                    samples.push("replay", replayed);
+                }
                 6 => {
                     let mut bare = false;
                     let t = timed(|| bare = floor.bare_pair(&k));
@@ -967,6 +978,20 @@ fn print_interleaved(subjects: &mut [Subject<'_>], rounds: usize) {
             s.cell("guard finish fast"),
             s.cell("floor update switched"),
         );
+    }
+    println!();
+    println!("A replay (Guard::claim of a done record), medians (µs):");
+    println!();
+    println!("| store | round trip | Guard replay | replay / round trip |");
+    println!("|---|---|---|---|");
+    for (name, s) in &results {
+        let (r, t) = (s.median("replay"), s.median("round trip"));
+        let ratio = if t >= 1.0 {
+            format!("{:.2}", r / t)
+        } else {
+            "—".to_owned()
+        };
+        println!("| {name} | {t:.0} | {r:.0} | {ratio} |");
     }
     for (name, s) in &results {
         if s.parts.contains_key("g") {

@@ -475,6 +475,18 @@ impl Store for DynamoStore {
         }
     }
 
+    /// The conditional `PutItem`; a lost claim answers the item it lost to
+    /// when the server sends it back (`ReturnValuesOnConditionCheckFailure`;
+    /// dynalite does not, and the flow then reads it).
+    fn claim(&self, record: &Record) -> Result<OpResult, StoreError> {
+        match self.perform(&Op::Insert(record.clone()))? {
+            answer @ (OpResult::Inserted(_) | OpResult::Existing(_)) => Ok(answer),
+            other => Err(StoreError::fatal(format!(
+                "dynamodb: an insert answered {other:?}"
+            ))),
+        }
+    }
+
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
         match self.perform(&Op::Get(key.to_owned()))? {
             OpResult::Got(record) => Ok(record),

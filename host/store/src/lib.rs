@@ -55,7 +55,7 @@ pub mod tokio;
 use std::fmt;
 
 use intentkey::claim::{
-    drive, ClaimStore, Completion, DriveError, Flow, FlowError, Lookup, Record, Release,
+    drive, ClaimStore, Completion, DriveError, Flow, FlowError, Lookup, OpResult, Record, Release,
     Replacement, Status,
 };
 use intentkey::ErrorCode;
@@ -205,6 +205,18 @@ pub trait Store: Send + Sync {
     /// When the store cannot be reached or refuses the write.
     fn insert(&self, record: &Record) -> Result<bool, StoreError>;
 
+    /// The claim's insert: `OpResult::Inserted`, or `OpResult::Existing`
+    /// with the record it lost to when the store reads it in the same
+    /// round trip (Redis: the core's `claim` script), so that a repeat costs
+    /// one round trip. By default [`Store::insert`], and the claim flow
+    /// reads the record after.
+    ///
+    /// # Errors
+    /// As [`Store::insert`].
+    fn claim(&self, record: &Record) -> Result<OpResult, StoreError> {
+        Ok(OpResult::Inserted(self.insert(record)?))
+    }
+
     /// Reads one record.
     ///
     /// # Errors
@@ -282,6 +294,9 @@ impl ClaimStore for Driven<'_> {
     type Error = StoreError;
     fn insert(&mut self, record: &Record) -> Result<bool, StoreError> {
         self.0.insert(record)
+    }
+    fn claim(&mut self, record: &Record) -> Result<OpResult, StoreError> {
+        self.0.claim(record)
     }
     fn get(&mut self, key: &str) -> Result<Option<Record>, StoreError> {
         self.0.get(key)

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use intentkey::claim::redis::{self as layout, Call, Layout};
-use intentkey::claim::{Completion, Op, Record, Release, Replacement, Status};
+use intentkey::claim::{Completion, Op, OpResult, Record, Release, Replacement, Status};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Connection, ConnectionLike, RedisError, RetryMethod, Script};
@@ -436,6 +436,34 @@ impl Store for RedisStore {
 
     fn insert(&self, record: &Record) -> Result<bool, StoreError> {
         self.write(&Op::Insert(record.clone()))
+    }
+
+    /// The core's `claim` script: a lost claim answers the record it lost
+    /// to, so a repeat is one round trip (no `GET` follows).
+    fn claim(&self, record: &Record) -> Result<OpResult, StoreError> {
+        let op = Op::Insert(record.clone());
+        let Some(mut call) = self.layout.write(&op) else {
+            return Err(StoreError::fatal(
+                "redis: the core has no call for an insert",
+            ));
+        };
+        call.script = "claim";
+        let value: redis::Value = self.run(&call)?;
+        let reply = match &value {
+            redis::Value::Int(n) => layout::Reply::Integer(*n),
+            redis::Value::Nil => layout::Reply::Nil,
+            redis::Value::BulkString(bytes) => layout::Reply::Bulk(
+                std::str::from_utf8(bytes)
+                    .map_err(|_| StoreError::fatal("redis: a record's value is not UTF-8"))?,
+            ),
+            other => {
+                return Err(StoreError::fatal(format!(
+                    "redis: the claim script answered {other:?}"
+                )))
+            }
+        };
+        layout::op_result(&op, reply)
+            .map_err(|e| StoreError::fatal(format!("redis: {}", e.message())))
     }
 
     fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {

@@ -24,10 +24,11 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use intentkey::claim::{
-    ClaimOutcome, EffectResult, Finished, Lookup, Recovered, RecoveryAction, Response, Status,
+    ClaimOutcome, Completion, EffectResult, Finished, Lookup, OpResult, Record, Recovered,
+    RecoveryAction, Release, Replacement, Response, Status,
 };
 use intentkey_store::guard::{Gateway, Guard};
-use intentkey_store::{open, Store};
+use intentkey_store::{open, Store, StoreError};
 
 use common::{
     attempt, open_effects, rand_u32, record_effect, spawn_child, temp_path, EffectsFile, PgSchema,
@@ -68,6 +69,83 @@ impl Gateway for FakeDestination {
     fn read_your_writes(&self) -> bool {
         self.read_your_writes
     }
+}
+
+/// A store that counts the reads (`get`) made through it.
+struct CountingGets<'s> {
+    inner: &'s dyn Store,
+    gets: AtomicU32,
+}
+
+impl Store for CountingGets<'_> {
+    fn insert(&self, record: &Record) -> Result<bool, StoreError> {
+        self.inner.insert(record)
+    }
+    fn claim(&self, record: &Record) -> Result<OpResult, StoreError> {
+        self.inner.claim(record)
+    }
+    fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get(key)
+    }
+    fn complete(&self, completion: &Completion) -> Result<bool, StoreError> {
+        self.inner.complete(completion)
+    }
+    fn replace(&self, replacement: &Replacement) -> Result<bool, StoreError> {
+        self.inner.replace(replacement)
+    }
+    fn release(&self, release: &Release) -> Result<bool, StoreError> {
+        self.inner.release(release)
+    }
+    fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
+        self.inner.list(status, limit)
+    }
+    fn purge(&self, now: i64) -> Result<u64, StoreError> {
+        self.inner.purge(now)
+    }
+}
+
+/// `Store::claim` on `store`: a first claim inserts; a repeat answers "not
+/// inserted" or the record it lost to (exactly the stored one). A guarded
+/// replay then reads nothing after the claim when the store answers the
+/// record, and reads it when it does not. Whether it answered the record.
+fn claim_answers(store: &dyn Store) -> bool {
+    let key = format!("k-claim-{}", rand_u32());
+    let core_attempt = |fp: &str| intentkey::claim::Attempt {
+        key: key.clone(),
+        fingerprint: fp.into(),
+        tenant_id: "t".into(),
+        action_type: "pay".into(),
+        prior: None,
+    };
+    let first = Record::in_flight(&core_attempt("fp"), &"a".repeat(32), 1_700_000_000);
+    assert_eq!(store.claim(&first).unwrap(), OpResult::Inserted(true));
+    let second = Record::in_flight(&core_attempt("fp"), &"b".repeat(32), 1_700_000_001);
+    let answered = match store.claim(&second).unwrap() {
+        OpResult::Inserted(false) => false,
+        OpResult::Existing(existing) => {
+            assert_eq!(existing, first, "the record the claim lost to");
+            assert_eq!(store.get(&key).unwrap().as_ref(), Some(&first));
+            true
+        }
+        other => panic!("a repeated claim answered {other:?}"),
+    };
+    // A guarded replay through a store that counts its reads.
+    let counting = CountingGets {
+        inner: store,
+        gets: AtomicU32::new(0),
+    };
+    let guard = Guard::new(&counting);
+    let dest = FakeDestination::default();
+    let replayed = attempt(&format!("{key}-replay"), "fp");
+    let now = 1_700_000_000;
+    guard.run(&replayed, now, |k| dest.pay(k)).unwrap();
+    let before = counting.gets.load(Ordering::SeqCst);
+    let again = guard.run(&replayed, now + 1, |k| dest.pay(k)).unwrap();
+    assert!(again.replayed);
+    let reads = counting.gets.load(Ordering::SeqCst) - before;
+    assert_eq!(reads, u32::from(!answered), "reads after a repeated claim");
+    answered
 }
 
 /// Every outcome of the table in DESIGN.md, on one store.
@@ -200,6 +278,7 @@ fn outcomes(store: &dyn Store) {
     );
     assert!(store.get("k-a").unwrap().is_none());
     assert_eq!(store.list(Some(Status::InFlight), 10).unwrap().len(), 1);
+    claim_answers(store);
 }
 
 /// Recovery: found → done; absent trusted only with read-your-writes; unknown
@@ -514,6 +593,10 @@ fn redis_store() {
         return;
     };
     outcomes(open(&prefix.url()).unwrap().as_ref());
+    assert!(
+        claim_answers(open(&prefix.url()).unwrap().as_ref()),
+        "Redis: a repeated claim answers the record in one round trip"
+    );
     let Some(prefix) = RedisPrefix::new("redis_store") else {
         return;
     };
@@ -534,6 +617,10 @@ fn redis_cluster_store() {
         return;
     };
     outcomes(open(&prefix.url()).unwrap().as_ref());
+    assert!(
+        claim_answers(open(&prefix.url()).unwrap().as_ref()),
+        "Redis Cluster: a repeated claim answers the record in one round trip"
+    );
     let Some(prefix) = RedisPrefix::cluster("redis_cluster_store") else {
         return;
     };

@@ -833,6 +833,16 @@ pub trait ClaimStore {
     /// # Errors
     /// The store's.
     fn insert(&mut self, record: &Record) -> Result<bool, Self::Error>;
+    /// The claim's insert: [`OpResult::Inserted`], or [`OpResult::Existing`]
+    /// with the record it lost to when the store reads it in the same
+    /// statement (a repeat then costs one round trip, not two). By default
+    /// [`ClaimStore::insert`], and the claim flow reads the record after.
+    ///
+    /// # Errors
+    /// The store's.
+    fn claim(&mut self, record: &Record) -> Result<OpResult, Self::Error> {
+        Ok(OpResult::Inserted(self.insert(record)?))
+    }
     /// Reads one record.
     ///
     /// # Errors
@@ -896,7 +906,7 @@ pub fn perform<S: ClaimStore + ?Sized>(
     ask: &mut dyn FnMut(&str) -> Lookup,
 ) -> Result<OpResult, S::Error> {
     Ok(match op {
-        Op::Insert(record) => OpResult::Inserted(store.insert(record)?),
+        Op::Insert(record) => store.claim(record)?,
         Op::Get(key) => OpResult::Got(store.get(key)?),
         Op::Complete(c) => OpResult::Written(store.complete(c)?),
         Op::Replace(r) => OpResult::Written(store.replace(r)?),

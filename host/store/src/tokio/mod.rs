@@ -227,15 +227,19 @@ impl<S: Store + 'static> Blocking<S> {
         })
     }
 
-    /// The insert of `record`, registered until its blocking thread ends
-    /// (even when its caller has stopped waiting).
-    fn insert_tracked(&self, record: Record) -> StoreFuture<'_, bool> {
+    /// `insert` (the store's insert or claim) of `record`, registered until
+    /// its blocking thread ends (even when its caller has stopped waiting).
+    fn insert_tracked<T: Send + 'static>(
+        &self,
+        record: Record,
+        insert: fn(&S, &Record) -> Result<T, StoreError>,
+    ) -> StoreFuture<'_, T> {
         let (done, running) = ::tokio::sync::watch::channel(false);
         let key = record.key.clone();
         lock_map(&self.inserting).insert(key.clone(), running);
         let inserting = Arc::clone(&self.inserting);
         self.run(move |s| {
-            let inserted = s.insert(&record);
+            let inserted = insert(s, &record);
             lock_map(&inserting).remove(&key);
             let _ = done.send(true);
             inserted
@@ -257,7 +261,22 @@ fn lock_map<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl<S: Store + 'static> AsyncStore for Blocking<S> {
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
-        self.insert_tracked(record)
+        self.insert_tracked(record, |s, r| s.insert(r))
+    }
+    /// The store's claim ([`Store::claim`]: Redis answers the record a
+    /// repeat lost to in the same round trip), tracked like an insert.
+    fn claim_insert(&self, record: Record) -> StoreFuture<'_, Inserted> {
+        Box::pin(async move {
+            match self.insert_tracked(record, |s, r| s.claim(r)).await? {
+                OpResult::Inserted(true) => Ok(Inserted::Won),
+                OpResult::Inserted(false) => Ok(Inserted::Lost),
+                OpResult::Existing(existing) => Ok(Inserted::Existing(Box::new(existing))),
+                other => Err(StoreError::fatal(format!(
+                    "the store's claim answered {}",
+                    other.as_str()
+                ))),
+            }
+        })
     }
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
         self.run(move |s| s.get(&key))
