@@ -442,12 +442,17 @@ impl Store for RedisStore {
     /// to, so a repeat is one round trip (no `GET` follows).
     fn claim(&self, record: &Record) -> Result<OpResult, StoreError> {
         let op = Op::Insert(record.clone());
-        let Some(mut call) = self.layout.write(&op) else {
+        // The core's command for a claim (its `claim` script).
+        let Some(layout::Command::Script { name, keys, args }) = self.layout.command(&op) else {
             return Err(StoreError::fatal(
-                "redis: the core has no call for an insert",
+                "redis: the core has no script for a claim",
             ));
         };
-        call.script = "claim";
+        let call = Call {
+            script: name,
+            keys: keys.into(),
+            args,
+        };
         let value: redis::Value = self.run(&call)?;
         let reply = match &value {
             redis::Value::Int(n) => layout::Reply::Integer(*n),
