@@ -444,7 +444,8 @@ export function guardFactory({ internal, claims }, host = {}) {
     function send(op, signal) {
       switch (op.tag) {
         case 'insert':
-          return tracked(op.val.key, store.insert(op.val, signal));
+          // A store with a `claim` answers the record its insert lost to in the same round trip.
+          return tracked(op.val.key, typeof store.claim === 'function' ? store.claim(op.val, signal) : store.insert(op.val, signal));
         case 'get':
           return store.get(op.val, signal);
         case 'complete':
@@ -504,7 +505,7 @@ export function guardFactory({ internal, claims }, host = {}) {
     function answered(op, value) {
       switch (op.tag) {
         case 'insert':
-          return { tag: 'inserted', val: value };
+          return value !== null && typeof value === 'object' ? { tag: 'existing', val: value } : { tag: 'inserted', val: value };
         case 'get':
           return { tag: 'got', val: value ?? undefined };
         case 'list':

@@ -175,6 +175,28 @@ impl schema::Guest for Component {
         redis_write(&layout, &core::Op::Insert(r.into()))
     }
 
+    fn redis_claim(layout: schema::RedisLayout, r: t::Record) -> schema::RedisCall {
+        redis_layout_unchecked(&layout).claim(&r.into()).into()
+    }
+
+    fn redis_claimed(
+        key: String,
+        reply: schema::RedisReply,
+    ) -> Result<schema::SqlClaimed, t::Error> {
+        let reply = match &reply {
+            schema::RedisReply::Nil => core::redis::Reply::Nil,
+            schema::RedisReply::Integer(n) => core::redis::Reply::Integer(*n),
+            schema::RedisReply::Bulk(value) => core::redis::Reply::Bulk(value),
+        };
+        Ok(
+            match core::redis::claimed(&key, reply).map_err(t::Error::from)? {
+                core::OpResult::Existing(r) => schema::SqlClaimed::Existing(r.into()),
+                core::OpResult::Inserted(true) => schema::SqlClaimed::Won,
+                _ => schema::SqlClaimed::Lost,
+            },
+        )
+    }
+
     fn redis_complete(layout: schema::RedisLayout, c: t::Completion) -> schema::RedisCall {
         redis_write(&layout, &core::Op::Complete(c.into()))
     }

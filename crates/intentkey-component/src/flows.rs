@@ -173,6 +173,7 @@ pub(crate) fn op_out(op: core::Op) -> Op {
 pub(crate) fn op_result_in(result: OpResult) -> core::OpResult {
     match result {
         OpResult::Inserted(b) => core::OpResult::Inserted(b),
+        OpResult::Existing(r) => core::OpResult::Existing(r.into()),
         OpResult::Got(r) => core::OpResult::Got(r.map(core::Record::from)),
         OpResult::Written(b) => core::OpResult::Written(b),
         OpResult::Listed(rs) => {

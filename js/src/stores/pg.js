@@ -22,7 +22,7 @@
 // core's periodic re-check.
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { CLOSING, TRUSTED, WAITING, migrationFlow, sqlCounted, sqlDecodeRow, sqlParams, sqlStatements, storeError, closer } from './schema.js';
+import { CLOSING, TRUSTED, WAITING, migrationFlow, sqlCounted, sqlDecodeClaim, sqlDecodeRow, sqlParams, sqlStatements, storeError, closer } from './schema.js';
 import { createWatchers } from './watchers.js';
 
 
@@ -347,6 +347,12 @@ export async function pgStore(poolOrConfig, options = {}) {
 
     // Each operation takes an optional AbortSignal: see send().
     insert: async (record, signal) => (await count('insert', 'insert', [record], signal)) === 1,
+    // The claim in one statement (the core's `claim`): the insert, and the
+    // record it lost to read in the same statement, so a repeat is one round trip.
+    claim: async (record, signal) => {
+      const { rows, fields } = await query('claim', 'insert', [record], signal);
+      return sqlDecodeClaim(rowValues(rows[0] ?? [], fields));
+    },
     get: async (key, signal) => (await records('get', 'get', [key], signal))[0],
     // A fast completion's statement sets synchronous_commit = off for its own
     // transaction only (set_config(…, true)), so it needs no session of its own.

@@ -26,7 +26,7 @@
 import { createHash } from 'node:crypto';
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { CLOSING, TRUSTED, coreSchema, redisCall, redisDecode, redisLayout, storeError, closer } from './schema.js';
+import { CLOSING, TRUSTED, coreSchema, redisCall, redisClaimed, redisDecode, redisLayout, storeError, closer } from './schema.js';
 import { createWatchers } from './watchers.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -390,6 +390,16 @@ export async function redisStore(options = {}) {
 
     async insert(r) {
       return write('insert', r);
+    },
+
+    /**
+     * The claim (the core's `claim` script): the insert, or the record it
+     * lost to, read in the same script, so a repeat is one round trip.
+     */
+    async claim(r) {
+      const call = redisCall('claim', layout, r);
+      const reply = await (wait === undefined ? run(call) : runAndWait(call));
+      return redisClaimed(r.key, reply);
     },
 
     async get(key) {

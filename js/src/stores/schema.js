@@ -45,6 +45,8 @@ export function redisCall(op, layout, value) {
     switch (op) {
       case 'insert':
         return s.redisInsert(layout, value);
+      case 'claim':
+        return s.redisClaim(layout, value);
       case 'complete':
         return s.redisComplete(layout, value);
       case 'replace':
@@ -205,6 +207,50 @@ export function sqlParams(op, ...args) {
 export function sqlDecodeRow(values) {
   try {
     return internal.rawSchema((s) => s.sqlDecodeRow(values));
+  } catch (e) {
+    throw storeError('failed', e instanceof Error ? e.message : String(e), e);
+  }
+}
+
+/**
+ * A claim's answer as a store's `claim` gives it to the guard: true (it
+ * inserted), false (it lost to a record it could not see: the flow reads it),
+ * or the record it lost to. `claimed` is the core's sql-claimed.
+ */
+function claimAnswer(claimed) {
+  switch (claimed.tag) {
+    case 'won':
+      return true;
+    case 'lost':
+      return false;
+    default:
+      return claimed.val;
+  }
+}
+
+/** The row of the core's `claim` statement (sql-values: inserted, then the record's columns) as a claim's answer. */
+export function sqlDecodeClaim(values) {
+  try {
+    return claimAnswer(internal.rawSchema((s) => s.sqlDecodeClaim(values)));
+  } catch (e) {
+    throw storeError('failed', e instanceof Error ? e.message : String(e), e);
+  }
+}
+
+/**
+ * The reply to the core's Redis `claim` script call for record `key` (an
+ * integer, a stored value, or null) as a claim's answer; a reply the script
+ * does not give is a `failed` store error.
+ */
+export function redisClaimed(key, reply) {
+  const wit =
+    reply === null || reply === undefined
+      ? { tag: 'nil' }
+      : typeof reply === 'number'
+        ? { tag: 'integer', val: BigInt(reply) }
+        : { tag: 'bulk', val: String(reply) };
+  try {
+    return claimAnswer(internal.rawSchema((s) => s.redisClaimed(key, wit)));
   } catch (e) {
     throw storeError('failed', e instanceof Error ? e.message : String(e), e);
   }

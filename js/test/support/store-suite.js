@@ -189,6 +189,41 @@ export function storeSuite(label, backend) {
       assert.equal(calls.length, 1);
     });
 
+    it('a repeat: the claim answers the record it lost to or "not inserted"; a store that claims in one round trip (pg, redis) reads nothing after it', async (store) => {
+      const c = clock();
+      const guard = createGuard({ store, now: c.now });
+      const stored = jsonResponse(201, { id: 'pay_1' }, [['Location', '/payments/pay_1']]);
+      const { effect, calls } = countingEffect(stored);
+      await guard.run(claimOf('k-one-trip'), effect);
+      if (typeof store.claim === 'function') {
+        // The store's own claim: a repeat answers false or exactly the stored record.
+        const record = await store.get('k-one-trip');
+        const again = await store.claim(witRecord('k-one-trip', 'ff'.repeat(16), T0 + 30));
+        if (again !== false) assert.deepEqual(again, record);
+      }
+      const counted = { get: 0, insert: 0, claim: 0 };
+      const real = {};
+      for (const op of Object.keys(counted)) {
+        if (typeof store[op] !== 'function') continue;
+        real[op] = store[op];
+        store[op] = (...args) => {
+          counted[op]++;
+          return real[op].apply(store, args);
+        };
+      }
+      try {
+        c.t += 30;
+        const again = await guard.run(claimOf('k-one-trip'), effect);
+        assert.deepEqual(again, { outcome: 'done', response: stored, replayed: true, key: 'k-one-trip' });
+      } finally {
+        Object.assign(store, real);
+      }
+      assert.equal(calls.length, 1);
+      if (store.kind === 'pg' || store.kind === 'redis') {
+        assert.deepEqual(counted, { get: 0, insert: 0, claim: 1 }, 'a replay is one claim, no get');
+      }
+    });
+
     it('a thrown error with a response is answered: stored and replayed like a success', async (store) => {
       const guard = createGuard({ store, now: clock().now });
       let runs = 0;

@@ -254,9 +254,7 @@ pub fn op_result(op: &Op, reply: Reply<'_>) -> crate::Result<OpResult> {
         )
     };
     Ok(match (op, reply) {
-        (Op::Insert(_), Reply::Integer(1)) => OpResult::Inserted(true),
-        (Op::Insert(_), Reply::Integer(0) | Reply::Nil) => OpResult::Inserted(false),
-        (Op::Insert(r), Reply::Bulk(value)) => OpResult::Existing(decode(&r.key, value)?),
+        (Op::Insert(r), _) => return claimed(&r.key, reply),
         (Op::Get(_), Reply::Nil) => OpResult::Got(None),
         (Op::Get(key), Reply::Bulk(value)) => OpResult::Got(Some(decode(key, value)?)),
         (Op::Complete(_) | Op::Replace(_) | Op::Release(_), Reply::Integer(n @ (0 | 1))) => {
@@ -264,6 +262,43 @@ pub fn op_result(op: &Op, reply: Reply<'_>) -> crate::Result<OpResult> {
         }
         _ => return Err(unexpected()),
     })
+}
+
+/// What a claim's reply means for the record under `key`, as
+/// [`op_result`] reads it for [`Op::Insert`]: `Inserted(true)` for 1,
+/// `Inserted(false)` for 0 or nil, `Existing` for the stored value of the
+/// record it lost to.
+///
+/// # Errors
+/// `store-failed` for any other reply, or a value not in the layout.
+///
+/// ```
+/// use intentkey::claim::{redis, Attempt, OpResult, Record};
+///
+/// let attempt = Attempt {
+///     key: "k1".into(),
+///     fingerprint: "fp".into(),
+///     tenant_id: "t1".into(),
+///     action_type: "pix.send".into(),
+///     prior: None,
+/// };
+/// let record = Record::in_flight(&attempt, &"ab".repeat(16), 1_700_000_000);
+/// let stored = redis::encode(&record);
+/// assert_eq!(redis::claimed("k1", redis::Reply::Integer(1)).unwrap(), OpResult::Inserted(true));
+/// assert_eq!(redis::claimed("k1", redis::Reply::Bulk(&stored)).unwrap(), OpResult::Existing(record));
+/// assert_eq!(redis::claimed("k1", redis::Reply::Integer(7)).unwrap_err().code().as_str(), "store-failed");
+/// ```
+pub fn claimed(key: &str, reply: Reply<'_>) -> crate::Result<OpResult> {
+    match reply {
+        Reply::Integer(1) => Ok(OpResult::Inserted(true)),
+        Reply::Integer(0) | Reply::Nil => Ok(OpResult::Inserted(false)),
+        Reply::Bulk(value) => Ok(OpResult::Existing(decode(key, value)?)),
+        Reply::Integer(_) => Err(crate::Error::field(
+            crate::ErrorCode::StoreFailed,
+            "redis",
+            format!("Redis answered {reply:?} to the claim of {key}"),
+        )),
+    }
 }
 
 fn optional(v: Option<i64>) -> String {

@@ -215,18 +215,27 @@ impl Layout {
         if let Op::Get(key) = op {
             return Some(Command::Get(self.record_key(key)));
         }
-        let call = self.write(op)?;
-        let script = if call.script == "insert" {
-            "claim"
-        } else {
-            call.script
+        let call = match op {
+            Op::Insert(r) => self.claim(r),
+            _ => self.write(op)?,
         };
         let keys = call.keys.try_into().ok()?;
         Some(Command::Script {
-            name: script,
+            name: call.script,
             keys,
             args: call.args,
         })
+    }
+
+    /// The claim script call for `r` ([`super::CLAIM`]): the insert's keys
+    /// and arguments; its reply, read by [`super::claimed`], is the record
+    /// the insert lost to, so a repeat needs no `GET`.
+    pub fn claim(&self, r: &Record) -> Call {
+        Call {
+            script: "claim",
+            keys: self.keys(&r.key).into(),
+            args: insert_args(r),
+        }
     }
 
     /// The write script call for `op` (`insert`, `complete`, `replace` or
