@@ -73,6 +73,18 @@ fn bench(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        // A line of `intentkey derive --jsonl` (the CLI's batch): the line's
+        // JSON parsed, its members checked, the key derived, the answer line
+        // written; the secret is the same on every line, as in a batch.
+        let line = format!(
+            r#"{{"id":"r-1","secret_hex":"{secret_hex}","tenant_id":{},"action_type":{},"payload":{payload_text},"intent_epoch":{}}}"#,
+            input["tenant_id"], input["action_type"], input["intent_epoch"]
+        );
+        let mut answerer = intentkey::request::RequestAnswerer::new(Policy::default());
+        assert!(answerer.answer_line(&line).contains("\"key\""));
+        group.bench_function("intentkey answer to a JSON line (CLI)", |b| {
+            b.iter(|| answerer.answer_line(black_box(&line)))
+        });
         group.bench_function("intentkey fingerprint", |b| {
             b.iter(|| {
                 deriver
