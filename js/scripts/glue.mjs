@@ -10,8 +10,9 @@
 // 2. utf8Encode: an ASCII string (keys, tokens, tenants, media types, most JSON
 //    bodies) is written straight into guest memory, in one pass (a JS loop for
 //    short ones, TextEncoder.encodeInto for longer ones), instead of
-//    TextEncoder.encode into a fresh array and a copy. Anything else is encoded
-//    as generated, its allocation grown (cabi_realloc) to the exact UTF-8 length.
+//    TextEncoder.encode into a fresh array and a copy. Anything else gets its
+//    allocation grown (cabi_realloc) to the exact UTF-8 length, and is written
+//    there by Buffer's utf8Write in Node (no copy), elsewhere encoded as generated.
 // 3. utf8 decode of guest strings: in Node, Buffer's utf8Slice over the cached
 //    memory view instead of a fresh Uint8Array view and TextDecoder (the same
 //    decoding, except that a leading U+FEFF is kept, as it must be: TextDecoder
@@ -86,8 +87,20 @@ const rewrites = [
         return ptr;
       }
     }
-    // Not ASCII: the whole string as the generated glue encodes it, the allocation
-    // grown to its UTF-8 length (longer than n).
+    // Not ASCII. In Node: the allocation grown to the UTF-8 length (longer than
+    // n, from Buffer.byteLength) and the string written there by Buffer's
+    // utf8Write, with no copy in between.
+    if (nodeBuffer !== null) {
+      const len = nodeBuffer.byteLength(s, 'utf8');
+      ptr = realloc(ptr, n, 1, len);
+      if (dvBuffer.byteLength === 0) memoryView(memory);
+      if (nodeView === null || nodeView.buffer !== dvBuffer) nodeView = nodeBuffer.from(dvBuffer);
+      nodeView.utf8Write(s, ptr, len);
+      utf8EncodedLen = len;
+      return ptr;
+    }
+    // Elsewhere the whole string as the generated glue encodes it, the allocation
+    // grown to its UTF-8 length.
     let buf = utf8Encoder.encode(s);
     ptr = realloc(ptr, n, 1, buf.length);
     new Uint8Array(memory.buffer).set(buf, ptr);

@@ -121,6 +121,23 @@ test('IntentkeyError carries the WIT code and field, never the secret', () => {
   throwsIntentkey(() => createKeyer({ secret: SECRET, policy: '{"version":' }), 'invalid-policy');
 });
 
+test('non-ASCII text crosses into the component as UTF-8: raw and \\u-escaped payloads give one key, short, long and past a memory growth', () => {
+  const keyer = createKeyer({ secret: SECRET });
+  const escaped = (text) => text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const keyOf = (text) => keyer.derive({ ...FIRST, payload: `{"amount":"1.00","remittance":"${text}"}` });
+  const texts = [];
+  // Around the glue's short-string bound (64 UTF-16 units) and with the first non-ASCII character early or late.
+  for (const n of [1, 2, 31, 40, 41, 63, 64, 65, 100, 4096]) {
+    texts.push(`${'a'.repeat(n)}ç`, `ç${'a'.repeat(n)}`, `março ${'€'.repeat(n)} 😀 ${'ß'.repeat(n)}`);
+  }
+  // Several MiB of multi-byte text: the allocation grows the guest's memory while the string is written.
+  texts.push('€😀ç'.repeat(700_000));
+  for (const text of texts) {
+    assert.equal(keyOf(text), keyOf(escaped(text)), `${text.length} UTF-16 units`);
+  }
+  assert.notEqual(keyOf('março'), keyOf('marco'));
+});
+
 test('bad input never traps: the keyer keeps working afterwards', () => {
   const keyer = createKeyer({ secret: SECRET });
   const intent = (payload) => ({ ...FIRST, payload });
