@@ -1,7 +1,8 @@
 // The Worker of the workerd test (workerd.mjs): a module Worker that imports the
 // package as a Worker project would, by name, through the package's `workerd`
 // export conditions (intentkey, intentkey/fetch, intentkey/stores/memory). POST
-// /suite with the vector files runs suite.js inside workerd.
+// /suite with the vector files runs suite.js inside workerd; GET /key derives one
+// key (the cold start workerd.mjs reports).
 //
 // The HTTP vector runner takes a guard, and the package's guard (createGuard) is
 // exported by its Node entry only: on workerd it is the one intentkey/fetch builds
@@ -18,6 +19,12 @@ import { runSuite } from './suite.js';
 export default {
   async fetch(request) {
     const url = new URL(request.url);
+    if (request.method === 'GET' && url.pathname === '/key') {
+      // The first key of a fresh Worker (workerd.mjs times this request: the cold start).
+      const keyer = intentkey.createKeyer({ secret: '5c'.repeat(32) });
+      const key = keyer.derive({ tenantId: 't', actionType: 'pix.send', intentEpoch: 1700000000, payload: '{"amount":"10.50"}' });
+      return new Response(key);
+    }
     if (request.method !== 'POST' || url.pathname !== '/suite') return new Response('not found', { status: 404 });
     const { keyVectors, httpVectors } = await request.json();
     try {
