@@ -317,6 +317,51 @@ def test_tasks_racing_one_key_have_one_owner(kind: str) -> None:
         asyncio.run(main(make()))
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ASYNC_KINDS)
+def test_an_async_replay_is_one_claim_and_no_get(kind: str) -> None:
+    """The package's async PostgreSQL and Redis stores claim in one round trip:
+    a repeat answers the record it lost to (exactly the stored one), so a
+    replay through the async guard reads nothing after its claim."""
+
+    async def main(store: Any) -> None:
+        try:
+            g = AsyncGuard(store)
+            a = attempt(key("one-trip"))
+
+            async def effect(k: str) -> ik.Response:
+                return RESPONSE
+
+            assert (await g.run(a, effect, now=T)).outcome == "ran"
+            stored = await store.get(a.key)
+            again = await store._claim(record(a.key, "b" * 32, created=T + 1))
+            assert again == stored
+            counted = {"get": 0, "insert": 0, "_claim": 0}
+            real = {op: getattr(store, op) for op in counted}
+
+            def counting(op: str) -> Any:
+                async def call(*args: Any) -> Any:
+                    counted[op] += 1
+                    return await real[op](*args)
+
+                return call
+
+            for op in counted:
+                setattr(store, op, counting(op))
+            try:
+                replay = await g.run(a, effect, now=T + 2)
+            finally:
+                for op in counted:
+                    delattr(store, op)
+            assert replay.outcome == "replayed" and replay.response == RESPONSE
+            assert counted == {"get": 0, "insert": 0, "_claim": 1}
+        finally:
+            await store.close()
+
+    with async_backend(kind) as make:
+        asyncio.run(main(make()))
+
+
 # -- the store protocol directly ------------------------------------------------------------------------
 
 

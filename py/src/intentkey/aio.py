@@ -217,7 +217,15 @@ async def _store_op(calls: StoreCalls, tag: str, arg: Any) -> Variant:
     store = calls.store
     if tag == "insert":
         record = b.stored_from_wit(arg)
-        return Variant("inserted", bool(await calls.call(tag, lambda: store.insert(record), record.key)))
+        # The package's PostgreSQL and Redis stores claim in one round trip:
+        # the record the insert lost to comes back with the answer, no get follows.
+        claim = getattr(store, "_claim", None) if getattr(type(store), "_INTENTKEY_CLAIM", False) else None
+        if claim is None:
+            return Variant("inserted", bool(await calls.call(tag, lambda: store.insert(record), record.key)))
+        answer = await calls.call(tag, lambda: claim(record), record.key)
+        if isinstance(answer, bool):
+            return Variant("inserted", answer)
+        return Variant("existing", b.stored_to_wit(answer))
     if tag == "get":
         got = await calls.call(tag, lambda: store.get(arg))
         return Variant("got", None if got is None else b.stored_to_wit(got))

@@ -70,6 +70,8 @@ __all__ = [
     "redis_channel",
     "redis_channels",
     "redis_check_layout",
+    "redis_claim",
+    "redis_claimed",
     "redis_check_replicas",
     "redis_cluster_buckets",
     "redis_complete",
@@ -574,6 +576,45 @@ def redis_insert(layout: Union[RedisLayout, str], record: StoredRecord) -> Redis
     """The script call that inserts `record` unless its key exists, in `layout`
     (a :class:`RedisLayout`; a prefix alone is the one-server layout under it)."""
     return _redis_call(_call("redis-insert", _layout(layout), b.stored_to_wit(record)))
+
+
+def redis_claim(layout: Union[RedisLayout, str], record: StoredRecord) -> RedisCall:
+    """The claim: the script call that inserts `record` unless its key exists
+    and otherwise answers the stored value of the record it lost to (read
+    the reply with :func:`redis_claimed`), so a repeat is one round trip."""
+    return _redis_call(_call("redis-claim", _layout(layout), b.stored_to_wit(record)))
+
+
+def redis_claimed(key: str, reply: Any) -> SqlClaimed:
+    """What the reply to :func:`redis_claim`'s call means for the record under
+    `key`, read as a ``claim`` row is: :class:`Won` for 1, :class:`Lost` for 0
+    or nil, :class:`Existing` with the record it lost to for a stored value;
+    ``StoreError("failed", …)`` for any other reply."""
+    # WIT redis-reply's cases have distinct Python types, so wasmtime-py takes
+    # the value itself: None (nil), an int (integer) or a str (bulk).
+    wit: Union[None, int, str]
+    if reply is None:
+        wit = None
+    elif isinstance(reply, int) and not isinstance(reply, bool):
+        wit = reply
+    elif isinstance(reply, (bytes, str)):
+        try:
+            wit = reply.decode("utf-8") if isinstance(reply, bytes) else reply
+        except UnicodeDecodeError:
+            raise StoreError("failed", f"redis: the value under {key!r} is not UTF-8 text") from None
+    else:
+        raise StoreError("failed", f"redis: the claim of {key!r} answered {type(reply).__name__}")
+    try:
+        claimed = b.unwrap_variant(_call("redis-claimed", key, wit))
+    except IntentkeyError as e:
+        raise _failed(e, "redis") from None
+    if not isinstance(claimed, Variant):
+        raise StoreError("failed", f"redis: the core answered {claimed!r} for a claim reply")
+    if claimed.tag == "won":
+        return Won()
+    if claimed.tag == "lost":
+        return Lost()
+    return Existing(b.stored_from_wit(claimed.payload))
 
 
 def redis_complete(layout: Union[RedisLayout, str], completion: Completion) -> RedisCall:

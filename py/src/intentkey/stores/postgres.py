@@ -270,6 +270,9 @@ class AsyncPostgresStore:
     of every writer that sends them (``notify=True``, in any process or
     language). :meth:`close` closes it."""
 
+    #: The async flows claim through :meth:`_claim` (one round trip for a repeat).
+    _INTENTKEY_CLAIM = True
+
     #: The store's kind, as telemetry names it (``intentkey.store``).
     kind = "postgres"
 
@@ -376,6 +379,16 @@ class AsyncPostgresStore:
 
     async def insert(self, record: StoredRecord) -> bool:
         return await self._changed("insert", sch.sql_insert_params(record)) == 1
+
+    async def _claim(self, record: StoredRecord) -> Union[bool, StoredRecord]:
+        """The claim in one statement (the core's ``claim``): whether it
+        inserted, or the record it lost to, read in the same statement, so the
+        flow needs no ``get`` (the async guard and middleware use it)."""
+        rows = await self._execute("claim", sch.sql_insert_params(record), True)
+        claimed = sch.sql_decode_claim(rows[0] if rows else [])
+        if isinstance(claimed, sch.Existing):
+            return claimed.record
+        return isinstance(claimed, sch.Won)
 
     async def get(self, key: str) -> Optional[StoredRecord]:
         found = await self._records("get", sch.sql_get_params(key))

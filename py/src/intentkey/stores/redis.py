@@ -703,6 +703,9 @@ class AsyncRedisStore(_Common):
     options of :class:`RedisStore`. On a cluster, listing and purging send
     the calls of every bucket at once."""
 
+    #: The async flows claim through :meth:`_claim` (one round trip for a repeat).
+    _INTENTKEY_CLAIM = True
+
     #: The store's kind, as telemetry names it (``intentkey.store``).
     kind = "redis"
 
@@ -825,6 +828,18 @@ class AsyncRedisStore(_Common):
 
     async def insert(self, record: StoredRecord) -> bool:
         return await self._write(sch.redis_insert(self.layout, record))
+
+    async def _claim(self, record: StoredRecord) -> Union[bool, StoredRecord]:
+        """The claim with the core's ``claim`` script: whether it inserted, or
+        the record it lost to, read in the same script, so the flow needs no
+        ``GET`` (the async guard and middleware use it). With ``wait`` the
+        plain insert, whose write is followed by ``WAIT`` on its connection."""
+        if self._wait is not None:
+            return await self.insert(record)
+        claimed = sch.redis_claimed(record.key, await self._run(sch.redis_claim(self.layout, record)))
+        if isinstance(claimed, sch.Existing):
+            return claimed.record
+        return isinstance(claimed, sch.Won)
 
     async def get(self, key: str) -> Optional[StoredRecord]:
         client = await self._client()
