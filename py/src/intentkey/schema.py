@@ -484,12 +484,17 @@ def sql_decode_count(row: Sequence[Any]) -> StatusCount:
 
 def sql_decode_claim(row: Sequence[Any]) -> SqlClaimed:
     """The row of ``claim`` (``inserted``, then the record columns)."""
+    return _claimed("sql", "sql-decode-claim", "a claim row", _lower(row))
+
+
+def _claimed(store: str, name: str, what: str, *args: Any) -> SqlClaimed:
+    """The core's sql-claimed answer of `name` (args) as Won, Lost or Existing."""
     try:
-        claimed = b.unwrap_variant(_call("sql-decode-claim", _lower(row)))
+        claimed = b.unwrap_variant(_call(name, *args))
     except IntentkeyError as e:
-        raise _failed(e, "sql") from None
+        raise _failed(e, store) from None
     if not isinstance(claimed, Variant):
-        raise StoreError("failed", f"sql: the core answered {claimed!r} for a claim row")
+        raise StoreError("failed", f"{store}: the core answered {claimed!r} for {what}")
     if claimed.tag == "won":
         return Won()
     if claimed.tag == "lost":
@@ -604,17 +609,7 @@ def redis_claimed(key: str, reply: Any) -> SqlClaimed:
             raise StoreError("failed", f"redis: the value under {key!r} is not UTF-8 text") from None
     else:
         raise StoreError("failed", f"redis: the claim of {key!r} answered {type(reply).__name__}")
-    try:
-        claimed = b.unwrap_variant(_call("redis-claimed", key, wit))
-    except IntentkeyError as e:
-        raise _failed(e, "redis") from None
-    if not isinstance(claimed, Variant):
-        raise StoreError("failed", f"redis: the core answered {claimed!r} for a claim reply")
-    if claimed.tag == "won":
-        return Won()
-    if claimed.tag == "lost":
-        return Lost()
-    return Existing(b.stored_from_wit(claimed.payload))
+    return _claimed("redis", "redis-claimed", "a claim reply", key, wit)
 
 
 def redis_complete(layout: Union[RedisLayout, str], completion: Completion) -> RedisCall:
