@@ -13,6 +13,7 @@ mod keyring;
 pub mod normalize;
 mod payload;
 mod policy;
+mod reader;
 pub mod request;
 mod secret;
 pub mod telemetry;

@@ -1,8 +1,14 @@
 //! The intent's payload: a JSON object whose number literals are kept as written.
 
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::error::{Error, ErrorCode, Result};
+use crate::policy::{FieldClass, Policy};
+use crate::reader::{Name, SkipVisitor, Skipped, NUMBER_TOKEN};
 
 /// The deepest nesting a payload may have (objects and arrays).
 pub const MAX_DEPTH: usize = 100;
@@ -51,17 +57,20 @@ impl Payload {
     fn from_members(mut members: Vec<(String, Value)>) -> Result<Self> {
         // A stable sort keeps repeated names in input order; the last one wins.
         members.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(String, Value)> = Vec::with_capacity(members.len());
-        for member in members {
-            match out.last_mut() {
-                Some(last) if last.0 == member.0 => *last = member,
-                _ => out.push(member),
+        let mut kept = 0;
+        for i in 0..members.len() {
+            if kept > 0 && members[kept - 1].0 == members[i].0 {
+                members.swap(kept - 1, i);
+            } else {
+                members.swap(kept, i);
+                kept += 1;
             }
         }
-        if out.iter().any(|(_, v)| depth(v) >= MAX_DEPTH) {
+        members.truncate(kept);
+        if members.iter().any(|(_, v)| depth(v) >= MAX_DEPTH) {
             return Err(too_deep());
         }
-        Ok(Payload(out))
+        Ok(Payload(members))
     }
 
     /// Wraps an already parsed JSON value.
@@ -77,14 +86,7 @@ impl Payload {
                 // The map iterates in code point order: the members stay sorted.
                 Ok(Payload(map.into_iter().collect()))
             }
-            other => Err(Error::field(
-                ErrorCode::InvalidPayload,
-                "payload",
-                format!(
-                    "`payload` must be a JSON object of fields, not {}",
-                    crate::normalize::type_name(&other)
-                ),
-            )),
+            other => Err(not_an_object(crate::normalize::type_name(&other))),
         }
     }
 
@@ -117,6 +119,14 @@ impl Payload {
     }
 }
 
+fn not_an_object(type_name: &str) -> Error {
+    Error::field(
+        ErrorCode::InvalidPayload,
+        "payload",
+        format!("`payload` must be a JSON object of fields, not {type_name}"),
+    )
+}
+
 fn too_deep() -> Error {
     Error::field(
         ErrorCode::InvalidPayload,
@@ -124,10 +134,6 @@ fn too_deep() -> Error {
         format!("`payload` is nested deeper than {MAX_DEPTH} levels; flatten it"),
     )
 }
-
-/// How serde_json (arbitrary_precision) hands a number to a visitor: as a
-/// one-entry map under this key.
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// The payload text's top level: an object read straight into a list of
 /// members (no intermediate map), or any other value (refused later).
@@ -194,6 +200,106 @@ impl<'de> serde::Deserialize<'de> for TopLevel {
         // Anything not an object is refused by `Payload::from_value`, which
         // names its type.
         deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// Reads a payload from JSON text in one pass, keeping only the members a
+/// `fields` key reads under the policy: key fields with their values, and
+/// unclassified fields by name (their values are never read; the key refuses
+/// them by name). Fingerprint and ignored fields are read, measured and
+/// dropped. The payload it makes derives the same key, and fails with the
+/// same error, as [`Payload::from_json`] of the same text; it is not for
+/// fingerprints.
+///
+/// Syntax errors are the parser's (the whole text is read); the payload's
+/// own errors (not an object, nested too deeply) are the inner `Result`.
+pub(crate) struct KeyMembers<'p>(pub(crate) &'p Policy);
+
+impl<'de> DeserializeSeed<'de> for KeyMembers<'_> {
+    type Value = Result<Payload>;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyMembers<'_> {
+    type Value = Result<Payload>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut kept: Vec<(String, Value)> = Vec::with_capacity(8);
+        // The names of dropped members whose value is nested too deeply. A
+        // repeated name keeps its last value, so a later copy of the name
+        // clears it.
+        let mut too_deep_names: Vec<Cow<'de, str>> = Vec::new();
+        let mut first = true;
+        while let Some(Name(name)) = map.next_key()? {
+            if first && name == NUMBER_TOKEN {
+                // serde_json's arbitrary-precision number, not an object.
+                map.next_value::<IgnoredAny>()?;
+                return Ok(Err(not_an_object("a number")));
+            }
+            first = false;
+            let class = self.0.field(&name);
+            if let Some(FieldClass::Key(_)) = class {
+                let value: Value = map.next_value()?;
+                kept.push((name.into_owned(), value));
+                continue;
+            }
+            let Skipped(depth) = map.next_value()?;
+            if !too_deep_names.is_empty() {
+                too_deep_names.retain(|deep| *deep != name);
+            }
+            if class.is_none() {
+                kept.push((name.clone().into_owned(), Value::Null));
+            }
+            if depth >= MAX_DEPTH {
+                too_deep_names.push(name);
+            }
+        }
+        if !too_deep_names.is_empty() {
+            return Ok(Err(too_deep()));
+        }
+        Ok(Payload::from_members(kept))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Self::Value, A::Error> {
+        SkipVisitor.visit_seq(seq)?;
+        Ok(Err(not_an_object("an array")))
+    }
+
+    fn visit_str<E>(self, _: &str) -> std::result::Result<Self::Value, E> {
+        Ok(Err(not_an_object("a string")))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<Self::Value, E> {
+        Ok(Err(not_an_object("a boolean")))
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+        Ok(Err(not_an_object("null")))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<Self::Value, E> {
+        Ok(Err(not_an_object("a number")))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<Self::Value, E> {
+        Ok(Err(not_an_object("a number")))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<Self::Value, E> {
+        Ok(Err(not_an_object("a number")))
     }
 }
 

@@ -6,8 +6,10 @@
 //! `{"id":…,"key":"<hex>"}` or `{"id":…,"error":{"code":"…","message":"…"}}`.
 //! Lines are split on `\n` only; U+2028 and U+001C are data.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
@@ -16,8 +18,9 @@ use crate::canonical::is_integer_literal;
 use crate::deriver::{Deriver, Intent};
 use crate::error::{Error, ErrorCode, Result};
 use crate::key::Key;
-use crate::payload::Payload;
+use crate::payload::{KeyMembers, Payload};
 use crate::policy::Policy;
+use crate::reader::{Name, SkipVisitor, Skipped, StringOrOther, NUMBER_TOKEN};
 use crate::secret::Secret;
 
 /// Answers request lines under one policy, reusing the keyed HMAC while
@@ -82,7 +85,15 @@ impl Answer {
     pub fn to_line(&self) -> String {
         let id = serde_json::to_string(&self.id).unwrap_or_else(|_| "null".to_owned());
         match &self.outcome {
-            Ok(key) => format!(r#"{{"id":{id},"key":"{key}"}}"#),
+            Ok(key) => {
+                let mut line = String::with_capacity(id.len() + key.as_str().len() + 16);
+                line.push_str(r#"{"id":"#);
+                line.push_str(&id);
+                line.push_str(r#","key":""#);
+                line.push_str(key.as_str());
+                line.push_str(r#""}"#);
+                line
+            }
             Err(e) => {
                 let mut error = Map::new();
                 error.insert("code".into(), Value::String(e.code().as_str().into()));
@@ -109,51 +120,59 @@ impl RequestAnswerer {
     }
 
     /// Answers one line.
+    ///
+    /// The line is read in one pass: its own members as they come, and of
+    /// the payload only what the key reads (see [`KeyMembers`]).
     pub fn answer(&mut self, line: &str) -> Answer {
-        let value: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
-                return Answer {
-                    id: Value::Null,
-                    outcome: Err(Error::new(
-                        ErrorCode::InvalidJson,
-                        format!("the line is not valid JSON ({e}); send one JSON object per line"),
-                    )),
-                }
+        let mut reader = serde_json::Deserializer::from_str(line);
+        let read = LineSeed(&self.policy)
+            .deserialize(&mut reader)
+            .and_then(|members| reader.end().map(|()| members));
+        match read {
+            Ok(Some(mut members)) => {
+                let id = members.id.take().unwrap_or(Value::Null);
+                let outcome = self.derive(members);
+                Answer { id, outcome }
             }
-        };
-        let Value::Object(mut members) = value else {
-            return Answer {
+            Ok(None) => Answer {
                 id: Value::Null,
                 outcome: Err(Error::new(
                     ErrorCode::InvalidJson,
                     "the line is JSON but not an object; send one JSON object per line",
                 )),
-            };
-        };
-        let id = members.remove("id").unwrap_or(Value::Null);
-        let outcome = self.derive(members);
-        Answer { id, outcome }
+            },
+            Err(e) => Answer {
+                id: Value::Null,
+                outcome: Err(Error::new(
+                    ErrorCode::InvalidJson,
+                    format!("the line is not valid JSON ({e}); send one JSON object per line"),
+                )),
+            },
+        }
     }
 
-    fn derive(&mut self, mut members: Map<String, Value>) -> Result<Key> {
-        let payload_value = members.remove("payload");
-        // Taken out of the line's members, so this copy is wiped after use.
-        let secret_hex = match members.remove("secret_hex") {
-            Some(Value::String(s)) => Zeroizing::new(s),
-            _ => {
-                return Err(Error::field(
-                    ErrorCode::InvalidSecret,
-                    "secret_hex",
-                    "`secret_hex` is missing or not a string; give the secret as hex",
-                ))
-            }
+    fn derive(&mut self, members: LineMembers<'_>) -> Result<Key> {
+        let Some(secret_hex) = members.secret_hex else {
+            return Err(Error::field(
+                ErrorCode::InvalidSecret,
+                "secret_hex",
+                "`secret_hex` is missing or not a string; give the secret as hex",
+            ));
         };
-        let tenant_id = string_member(&members, "tenant_id", ErrorCode::InvalidTenantId)?;
-        let action_type = string_member(&members, "action_type", ErrorCode::InvalidActionType)?;
-        let intent_epoch = epoch(members.get("intent_epoch"))?;
-        let payload = match payload_value {
-            Some(v) => Payload::from_value(v)?,
+        // An escaped secret was copied out of the line: that copy is wiped.
+        let secret_hex = match secret_hex {
+            Cow::Borrowed(text) => SecretText::Line(text),
+            Cow::Owned(text) => SecretText::Copy(Zeroizing::new(text)),
+        };
+        let tenant_id = string_member(members.tenant_id, "tenant_id", ErrorCode::InvalidTenantId)?;
+        let action_type = string_member(
+            members.action_type,
+            "action_type",
+            ErrorCode::InvalidActionType,
+        )?;
+        let intent_epoch = epoch(members.intent_epoch.as_ref())?;
+        let payload = match members.payload {
+            Some(payload) => payload?,
             None => {
                 return Err(Error::field(
                     ErrorCode::InvalidPayload,
@@ -162,7 +181,7 @@ impl RequestAnswerer {
                 ))
             }
         };
-        let deriver = self.deriver_for(secret_hex)?;
+        let deriver = self.deriver_for(secret_hex.as_str())?;
         deriver.derive(&Intent {
             tenant_id: &tenant_id,
             action_type: &action_type,
@@ -171,17 +190,17 @@ impl RequestAnswerer {
         })
     }
 
-    fn deriver_for(&mut self, secret_hex: Zeroizing<String>) -> Result<&Deriver> {
+    fn deriver_for(&mut self, secret_hex: &str) -> Result<&Deriver> {
         // Compared in constant time: the cached secret may be another tenant's.
         let hit = matches!(
             &self.cached,
             Some(cached) if bool::from(cached.secret_hex.as_bytes().ct_eq(secret_hex.as_bytes()))
         );
         if !hit {
-            let secret = Secret::from_hex(&secret_hex)?;
+            let secret = Secret::from_hex(secret_hex)?;
             // The entry replaced here wipes its hex and its keyed HMAC.
             self.cached = Some(Cached {
-                secret_hex,
+                secret_hex: Zeroizing::new(secret_hex.to_owned()),
                 deriver: Deriver::new(&secret, self.policy.clone()),
             });
         }
@@ -192,11 +211,126 @@ impl RequestAnswerer {
     }
 }
 
-fn string_member(members: &Map<String, Value>, name: &str, code: ErrorCode) -> Result<String> {
-    match members.get(name) {
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(Value::String(_)) => Err(Error::field(code, name, format!("`{name}` is empty"))),
-        _ => Err(Error::field(
+/// A line's `secret_hex`: borrowed from the line, or copied (when it had
+/// escapes) into a buffer that is wiped on drop.
+enum SecretText<'a> {
+    Line(&'a str),
+    Copy(Zeroizing<String>),
+}
+
+impl SecretText<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            SecretText::Line(text) => text,
+            SecretText::Copy(text) => text,
+        }
+    }
+}
+
+/// The members of a request line that answering reads; every other member
+/// is read and dropped. A repeated name keeps its last value, as Python's
+/// `json` does.
+#[derive(Default)]
+struct LineMembers<'de> {
+    id: Option<Value>,
+    /// `None`: missing, or not a string.
+    secret_hex: Option<Cow<'de, str>>,
+    tenant_id: Option<Cow<'de, str>>,
+    action_type: Option<Cow<'de, str>>,
+    intent_epoch: Option<Value>,
+    /// `None`: missing; the inner error: the payload is not an object of
+    /// fields.
+    payload: Option<Result<Payload>>,
+}
+
+/// Reads a line under a policy: `None` when it is JSON but not an object.
+struct LineSeed<'p>(&'p Policy);
+
+impl<'de> DeserializeSeed<'de> for LineSeed<'_> {
+    type Value = Option<LineMembers<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for LineSeed<'_> {
+    type Value = Option<LineMembers<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut members = LineMembers::default();
+        let mut first = true;
+        while let Some(Name(name)) = map.next_key()? {
+            if first && name == NUMBER_TOKEN {
+                // serde_json's arbitrary-precision number, not an object.
+                map.next_value::<IgnoredAny>()?;
+                return Ok(None);
+            }
+            first = false;
+            match name.as_ref() {
+                "id" => members.id = Some(map.next_value()?),
+                "secret_hex" => members.secret_hex = map.next_value::<StringOrOther<'de>>()?.0,
+                "tenant_id" => members.tenant_id = map.next_value::<StringOrOther<'de>>()?.0,
+                "action_type" => members.action_type = map.next_value::<StringOrOther<'de>>()?.0,
+                "intent_epoch" => members.intent_epoch = Some(map.next_value()?),
+                "payload" => members.payload = Some(map.next_value_seed(KeyMembers(self.0))?),
+                _ => {
+                    map.next_value::<Skipped>()?;
+                }
+            }
+        }
+        Ok(Some(members))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Self::Value, A::Error> {
+        SkipVisitor.visit_seq(seq)?;
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+fn string_member<'a>(
+    value: Option<Cow<'a, str>>,
+    name: &str,
+    code: ErrorCode,
+) -> Result<Cow<'a, str>> {
+    match value {
+        Some(s) if !s.is_empty() => Ok(s),
+        Some(_) => Err(Error::field(code, name, format!("`{name}` is empty"))),
+        None => Err(Error::field(
             code,
             name,
             format!("`{name}` is missing or not a string; send a non-empty string"),
