@@ -158,9 +158,8 @@ impl Deriver {
         self.write_body(&mut out, intent.payload, false)?;
         out.extend_from_slice(b"},");
         out.extend_from_slice(
-            self.policy
-                .bucket(intent.intent_epoch)
-                .to_string()
+            itoa::Buffer::new()
+                .format(self.policy.bucket(intent.intent_epoch))
                 .as_bytes(),
         );
         out.push(b']');

@@ -87,10 +87,11 @@ impl AsRef<str> for Key {
 
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let hex: Vec<u8> = bytes
-        .iter()
-        .flat_map(|&b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]])
-        .collect();
+    let mut hex = vec![0u8; bytes.len() * 2];
+    for (pair, &b) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
+    }
     // Every byte is an ASCII hex digit, so this never falls back.
     String::from_utf8(hex).unwrap_or_default()
 }

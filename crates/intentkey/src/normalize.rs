@@ -13,6 +13,7 @@ use icu_casemap::CaseMapper;
 use serde_json::Value;
 use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+use writeable::Writeable;
 
 use crate::canonical::is_integer_literal;
 use crate::decimal::{quantize_float_literal, quantize_half_up, DecimalError, MAX_DIGITS};
@@ -161,7 +162,8 @@ fn casefold_into(s: &str, out: &mut String) {
             .unwrap_or(tail.len());
         let (other, tail) = tail.split_at(other_len);
         if !other.is_empty() {
-            out.push_str(&mapper.fold_string(other));
+            // Writing to a `String` cannot fail.
+            let _ = mapper.fold(other).write_to(out);
         }
         rest = tail;
     }

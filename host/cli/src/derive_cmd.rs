@@ -7,8 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use intentkey::{
-    uuid_key, Error, ErrorCode, Intent, KeyLength, Keyer, Keyring, Payload, Policy,
-    RequestAnswerer, Secret,
+    uuid_key, Error, ErrorCode, Intent, KeyLength, Keyer, Keyring, Payload, Policy, Secret,
 };
 use serde_json::{json, Value};
 
@@ -50,6 +49,10 @@ pub struct DeriveArgs {
     /// `intentkey precompile` (default: $INTENTKEY_COMPONENT, else the build's dist/intentkey-pure.wasm).
     #[arg(long)]
     component: Option<PathBuf>,
+    /// Threads answering lines with `--engine native` (default: one per
+    /// core); answers keep the input's order whatever the count.
+    #[arg(long, requires = "jsonl", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
     /// Print no summary on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -153,17 +156,48 @@ fn run_jsonl(
         ),
         None => Box::new(io::stdin().lock()),
     };
-    let mut reader = BufReader::with_capacity(1 << 16, input);
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
-    let mut wasm_keys = match engine {
-        Some(engine) => Some(
-            intentkey_wasmtime::WasmKeys::new(engine)
-                .map_err(|e| CliError::new(ErrorCode::ComponentFailed, e.to_string()))?,
-        ),
-        None => None,
+    let (lines, keys) = match engine {
+        Some(engine) => {
+            if args.threads.is_some_and(|n| n > 1) {
+                return Err(CliError::new(
+                    ErrorCode::InvalidArgument,
+                    "--threads applies to --engine native; the component answers on one thread",
+                ));
+            }
+            wasm_lines(input, &mut out, engine, policy_text)?
+        }
+        None => {
+            let threads = match args.threads {
+                Some(n) => usize::from(n),
+                None => std::thread::available_parallelism().map_or(1, usize::from),
+            };
+            crate::native_lines::answer(input, &mut out, &policy, threads)?
+        }
     };
-    let mut native = RequestAnswerer::new(policy);
+    out.flush()
+        .map_err(|e| CliError::io(format!("writing output: {e}")))?;
+    if !args.quiet {
+        eprintln!(
+            "intentkey: answered {lines} lines: {keys} keys, {} errors",
+            lines - keys
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Answers the lines through the component, [`BATCH`] lines per call.
+/// Returns how many lines were answered and how many with a key.
+fn wasm_lines(
+    input: Box<dyn Read>,
+    out: &mut impl Write,
+    engine: &intentkey_wasmtime::WasmEngine,
+    policy_text: Option<&str>,
+) -> Result<(u64, u64), CliError> {
+    let mut reader = BufReader::with_capacity(1 << 16, input);
+    let mut wasm = intentkey_wasmtime::WasmKeys::new(engine)
+        .map_err(|e| CliError::new(ErrorCode::ComponentFailed, e.to_string()))?;
     let (mut lines, mut keys) = (0u64, 0u64);
     let mut batch: Vec<Result<String, String>> = Vec::with_capacity(BATCH);
     let mut buf = Vec::with_capacity(1024);
@@ -183,12 +217,11 @@ fn run_jsonl(
             );
         }
         if batch.len() == BATCH || (n == 0 && !batch.is_empty()) {
-            let answers = answer_batch(&batch, &mut native, wasm_keys.as_mut(), policy_text)
+            let answers = answer_batch(&batch, &mut wasm, policy_text)
                 .map_err(|m| CliError::new(ErrorCode::ComponentFailed, m))?;
             for answer in answers {
                 lines += 1;
-                // Key answers end `"<hex>"}`; error answers end `}}`.
-                keys += u64::from(answer.ends_with("\"}"));
+                keys += u64::from(crate::native_lines::is_key_answer(&answer));
                 writeln!(out, "{answer}")
                     .map_err(|e| CliError::io(format!("writing output: {e}")))?;
             }
@@ -198,36 +231,24 @@ fn run_jsonl(
             break;
         }
     }
-    out.flush()
-        .map_err(|e| CliError::io(format!("writing output: {e}")))?;
-    if !args.quiet {
-        eprintln!(
-            "intentkey: answered {lines} lines: {keys} keys, {} errors",
-            lines - keys
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok((lines, keys))
 }
 
 /// Answers one batch in input order; non-UTF-8 lines keep their place.
 fn answer_batch(
     batch: &[Result<String, String>],
-    native: &mut RequestAnswerer,
-    wasm: Option<&mut intentkey_wasmtime::WasmKeys<'_>>,
+    wasm: &mut intentkey_wasmtime::WasmKeys<'_>,
     policy_text: Option<&str>,
 ) -> Result<Vec<String>, String> {
     let text: Vec<String> = batch
         .iter()
         .filter_map(|l| l.as_ref().ok().cloned())
         .collect();
-    let mut answered = match wasm {
-        None => text.iter().map(|line| native.answer_line(line)).collect(),
-        Some(wasm) => match policy_text {
-            Some(policy) => wasm.answer_lines_with_policy(policy, &text),
-            None => wasm.answer_lines(&text),
-        }
-        .map_err(|e| e.to_string())?,
+    let mut answered = match policy_text {
+        Some(policy) => wasm.answer_lines_with_policy(policy, &text),
+        None => wasm.answer_lines(&text),
     }
+    .map_err(|e| e.to_string())?
     .into_iter();
     batch
         .iter()

@@ -9,6 +9,7 @@
 mod component;
 mod demo;
 mod derive_cmd;
+mod native_lines;
 mod openapi_cmd;
 mod ops_cmd;
 
