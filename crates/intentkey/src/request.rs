@@ -122,7 +122,9 @@ impl RequestAnswerer {
     /// Answers one line.
     ///
     /// The line is read in one pass: its own members as they come, and of
-    /// the payload only what the key reads (see [`KeyMembers`]).
+    /// the payload only what the key reads: key fields with their values and
+    /// unclassified fields by name (fingerprint and ignored members are read,
+    /// checked for depth and dropped).
     pub fn answer(&mut self, line: &str) -> Answer {
         let mut reader = serde_json::Deserializer::from_str(line);
         let read = LineSeed(&self.policy)
