@@ -1,6 +1,7 @@
 //! The intent's payload: a JSON object whose number literals are kept as written.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -240,8 +241,8 @@ impl<'de> Visitor<'de> for KeyMembers<'_> {
         let mut kept: Vec<(String, Value)> = Vec::with_capacity(8);
         // The names of dropped members whose value is nested too deeply. A
         // repeated name keeps its last value, so a later copy of the name
-        // clears it.
-        let mut too_deep_names: Vec<Cow<'de, str>> = Vec::new();
+        // clears it. (A set: any number of such names costs linear time.)
+        let mut too_deep_names: HashSet<Cow<'de, str>> = HashSet::new();
         let mut first = true;
         while let Some(Name(name)) = map.next_key()? {
             if first && name == NUMBER_TOKEN {
@@ -258,13 +259,13 @@ impl<'de> Visitor<'de> for KeyMembers<'_> {
             }
             let Skipped(depth) = map.next_value()?;
             if !too_deep_names.is_empty() {
-                too_deep_names.retain(|deep| *deep != name);
+                too_deep_names.remove(name.as_ref());
             }
             if class.is_none() {
                 kept.push((name.clone().into_owned(), Value::Null));
             }
             if depth >= MAX_DEPTH {
-                too_deep_names.push(name);
+                too_deep_names.insert(name);
             }
         }
         if !too_deep_names.is_empty() {
