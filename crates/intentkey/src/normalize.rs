@@ -142,8 +142,9 @@ pub fn casefold(s: &str) -> String {
 }
 
 /// Appends the case folding of `s` to `out`. Folding is context-free, so
-/// ASCII runs are lowered directly and only non-ASCII runs go through ICU4X's
-/// full folding tables.
+/// ASCII runs are lowered directly, the characters [`quick_prefix_len`]
+/// covers (Latin-1 letters, typographic dashes and quotes) are folded by
+/// [`fold_quick`], and only the rest goes through ICU4X's full folding tables.
 fn casefold_into(s: &str, out: &mut String) {
     let mapper = CaseMapper::new();
     let mut rest = s;
@@ -160,12 +161,57 @@ fn casefold_into(s: &str, out: &mut String) {
             .bytes()
             .position(|b| b.is_ascii())
             .unwrap_or(tail.len());
-        let (other, tail) = tail.split_at(other_len);
-        if !other.is_empty() {
-            // Writing to a `String` cannot fail.
-            let _ = mapper.fold(other).write_to(out);
+        let (mut other, tail) = tail.split_at(other_len);
+        while !other.is_empty() {
+            let (quick, slow) = other.split_at(quick_prefix_len(other));
+            quick.chars().for_each(|c| fold_quick(c, out));
+            let slow_len = slow
+                .char_indices()
+                .find(|&(i, _)| quick_prefix_len(&slow[i..]) > 0)
+                .map_or(slow.len(), |(i, _)| i);
+            let (slow, next) = slow.split_at(slow_len);
+            if !slow.is_empty() {
+                // Writing to a `String` cannot fail.
+                let _ = mapper.fold(slow).write_to(out);
+            }
+            other = next;
         }
         rest = tail;
+    }
+}
+
+/// The length in bytes of the run at the start of `s` of characters that are
+/// NFC-stable with combining class 0 and whose folding [`fold_quick`] writes:
+/// U+0080..=U+00FF (two bytes, led by 0xC2 or 0xC3) and the dashes, quotes,
+/// bullets and marks of General Punctuation U+2010..=U+2027 and
+/// U+2030..=U+205E (three bytes, led by 0xE2). Tests check every one of them
+/// against ICU4X and the NFC tables.
+fn quick_prefix_len(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut i = 0;
+    loop {
+        match b.get(i..) {
+            Some([0xC2 | 0xC3, _, ..]) => i += 2,
+            Some([0xE2, 0x80, 0x90..=0xA7 | 0xB0..=0xBF, ..] | [0xE2, 0x81, 0x80..=0x9E, ..]) => {
+                i += 3
+            }
+            _ => return i,
+        }
+    }
+}
+
+/// Full case folding of one character [`quick_prefix_len`] covers, as
+/// Unicode's CaseFolding.txt (statuses C and F) and Python's
+/// `str.casefold()` have it: the capitals À..Þ (but ×) fold to their small
+/// letters, µ to Greek μ, ß to "ss"; every other one is its own folding.
+fn fold_quick(c: char, out: &mut String) {
+    match c {
+        '\u{c0}'..='\u{d6}' | '\u{d8}'..='\u{de}' => {
+            out.push(char::from_u32(u32::from(c) + 0x20).unwrap_or(c));
+        }
+        '\u{b5}' => out.push('\u{3bc}'),
+        '\u{df}' => out.push_str("ss"),
+        _ => out.push(c),
     }
 }
 
@@ -189,8 +235,9 @@ fn text_into(raw: &str, out: &mut String) {
     }
 }
 
-/// Whether `s` is certainly NFC. ASCII characters are NFC-stable with
-/// combining class 0, so only the non-ASCII runs need the quick check.
+/// Whether `s` is certainly NFC. ASCII characters, and those
+/// [`quick_prefix_len`] covers, are NFC-stable with combining class 0, so
+/// only the other non-ASCII runs need the quick check.
 fn is_nfc_fast(s: &str) -> bool {
     let mut rest = s;
     loop {
@@ -199,7 +246,12 @@ fn is_nfc_fast(s: &str) -> bool {
         };
         let run = &rest[start..];
         let end = run.bytes().position(|b| b.is_ascii()).unwrap_or(run.len());
-        if is_nfc_quick(run[..end].chars()) != IsNormalized::Yes {
+        // The characters quick_prefix_len covers are all NFC_Quick_Check=Yes
+        // with combining class 0 (a test checks them): a run of them needs
+        // no look-up.
+        if quick_prefix_len(&run[..end]) != end
+            && is_nfc_quick(run[..end].chars()) != IsNormalized::Yes
+        {
             return false;
         }
         rest = &run[end..];
@@ -363,6 +415,97 @@ mod tests {
             .collect();
         let want: Vec<char> = "\t\n\u{b}\u{c}\r\u{1c}\u{1d}\u{1e}\u{1f} \u{85}\u{a0}\u{1680}\u{2000}\u{2001}\u{2002}\u{2003}\u{2004}\u{2005}\u{2006}\u{2007}\u{2008}\u{2009}\u{200a}\u{2028}\u{2029}\u{202f}\u{205f}\u{3000}".chars().collect();
         assert_eq!(spaces, want);
+    }
+
+    /// Every character quick_prefix_len covers, and the ones either side of its ranges.
+    fn quick_candidates() -> impl Iterator<Item = char> {
+        (0x80..=0x100u32)
+            .chain(0x2000..=0x2060)
+            .filter_map(char::from_u32)
+    }
+
+    fn is_quick(c: char) -> bool {
+        let s = c.to_string();
+        quick_prefix_len(&s) == s.len()
+    }
+
+    #[test]
+    fn quick_folding_is_icu4x_folding() {
+        let mapper = CaseMapper::new();
+        let quick: Vec<char> = quick_candidates().filter(|&c| is_quick(c)).collect();
+        assert_eq!(quick.len(), 128 + 24 + 47);
+        for c in quick {
+            let mut fast = String::new();
+            fold_quick(c, &mut fast);
+            let mut icu = String::new();
+            let _ = mapper.fold(c.encode_utf8(&mut [0; 4])).write_to(&mut icu);
+            assert_eq!(fast, icu, "U+{:04X}", u32::from(c));
+        }
+    }
+
+    #[test]
+    fn quick_characters_are_nfc_stable() {
+        for c in quick_candidates().filter(|&c| is_quick(c)) {
+            assert_eq!(
+                is_nfc_quick(std::iter::once(c)),
+                IsNormalized::Yes,
+                "U+{:04X}",
+                u32::from(c)
+            );
+            assert_eq!(
+                unicode_normalization::char::canonical_combining_class(c),
+                0,
+                "U+{:04X}",
+                u32::from(c)
+            );
+        }
+    }
+
+    #[test]
+    fn latin1_runs_mixed_with_other_text() {
+        // Each string against the general path: NFC then ICU4X folding whole.
+        let mapper = CaseMapper::new();
+        for s in [
+            "Aluguel de MARÇO",
+            "ÀÉÎÕÜ×ÞßµÿÆØ",
+            "Straße ΣΑΣ ﬁ Ǆ",
+            "çΣç",
+            "e\u{301}ç",
+            "Ç\u{327}",
+            "\u{a0}Ñ\u{85}",
+            "ÅΩ",
+            "ÿŸ",
+            "Pagamento de Março — “Fatura” 2024/03…",
+            "—\u{301}",
+            "‘Ǆ’Σ•ß",
+            "\u{2001}\u{2028}\u{205f}",
+        ] {
+            let composed: String = s.nfc().collect();
+            let stripped = python_strip(&composed);
+            let mut want = String::new();
+            let _ = mapper.fold(stripped).write_to(&mut want);
+            assert_eq!(text(s), want, "{s:?}");
+            assert_eq!(
+                is_nfc_fast(s),
+                is_nfc_quick(s.chars()) == IsNormalized::Yes,
+                "{s:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// The text normalizer with its fast paths is NFC, strip and ICU4X
+        /// folding of the whole string, on strings that mix ASCII, Latin-1,
+        /// combining marks and other scripts.
+        #[test]
+        fn text_is_the_general_path(s in "[a-zA-Z \u{80}-\u{ff}\u{2000}-\u{2060}\u{300}-\u{36f}\u{391}-\u{3c9}\u{1e9e}\u{212b}\u{fb01}]{0,24}") {
+            let mapper = CaseMapper::new();
+            let composed: String = s.nfc().collect();
+            let mut want = String::new();
+            let _ = mapper.fold(python_strip(&composed)).write_to(&mut want);
+            proptest::prop_assert_eq!(text(&s), want);
+            proptest::prop_assert_eq!(is_nfc_fast(&s), is_nfc_quick(s.chars()) == IsNormalized::Yes);
+        }
     }
 
     #[test]
