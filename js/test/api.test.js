@@ -148,6 +148,7 @@ test('bad input never traps: the keyer keeps working afterwards', () => {
   // (cannot become a WIT string): the same answer.
   throwsIntentkey(() => keyer.derive(intent('{"amount":"\\ud800"}')), 'invalid-payload', 'payload');
   throwsIntentkey(() => keyer.derive(intent('{"amount":"\ud800"}')), 'invalid-payload', 'payload');
+  throwsIntentkey(() => keyer.derive(intent(`{"amount":"1.00","remittance":"${'a'.repeat(100)}\ud800"}`)), 'invalid-payload', 'payload');
   throwsIntentkey(() => keyer.derive({ ...FIRST, tenantId: 'a\udc00' }), 'invalid-tenant-id');
   throwsIntentkey(() => keyer.derive(intent('{"amount":1e400}')), 'invalid-decimal');
   throwsIntentkey(() => keyer.derive(intent(`{"amount":"${'9'.repeat(100_000)}"}`)), 'decimal-out-of-range');
