@@ -33,7 +33,7 @@ export { IntentkeyError, IntentkeyTrapError };
  */
 export function createApi({ instantiate, getCoreModule, world, prepare }) {
   if (world !== 'intentkey' && world !== 'pure') throw new TypeError(`unknown component world ${world}`);
-  const { instance, callOn, call, driving, flow, migration, rawClaims, rawFlows, rawSchema, withSecret, withKeyring, randomBytes } =
+  const { instance, callOn, call, driving, flow, runFlow, migration, rawClaims, rawFlows, rawSchema, withSecret, withKeyring, randomBytes } =
     createInstance({ instantiate, getCoreModule, world });
 
   const createEndpoint = endpointFactory({ instance, callOn, withSecret, withKeyring, secretBytes, flow });
@@ -71,7 +71,7 @@ export function createApi({ instantiate, getCoreModule, world, prepare }) {
     }
   }
 
-  const internal = Object.freeze({ driving, flow, migration, rawClaims, rawFlows, rawSchema, defaultAnswers, ownerToken, seed, waitMaxMs, world });
+  const internal = Object.freeze({ driving, flow, runFlow, migration, rawClaims, rawFlows, rawSchema, defaultAnswers, ownerToken, seed, waitMaxMs, world });
 
   const createKeyer = keyerFactory({ instance, call, withSecret, withKeyring });
   const { newUuidKey, uuidKey, answerLines, unreadableLineAnswer } = linesFactory({ instance, call });

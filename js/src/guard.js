@@ -632,9 +632,10 @@ export function guardFactory({ internal, claims }, host = {}) {
      * recovery of a stale record, bounded claim-again): this performs each store
      * operation, asks the destination (`ask`) and runs the effect when the core
      * says so. Answers the WIT run-outcome and the effect's last result.
+     * `create()`: the flow (internal.runFlow or internal.flow).
      */
     async function driveRun(create, effect, ask, signal, probe = null) {
-      const flow = internal.flow(create);
+      const flow = create();
       // A synchronous store is driven inside the component, through its `store`
       // import; an asynchronous one here, one awaited operation at a time.
       const next = sync ? (done) => advance(flow, done, probe) : (done) => (done === undefined ? flow.start() : flow.resume(done));
@@ -762,7 +763,7 @@ export function guardFactory({ internal, claims }, host = {}) {
       probe?.sawKey(attempt.key, true);
       let driven;
       try {
-        driven = await driveRun((Flow) => Flow.run(spec, internal.seed()), effect, ask, waiting?.signal, probe);
+        driven = await driveRun(() => internal.runFlow(spec, internal.seed()), effect, ask, waiting?.signal, probe);
       } catch (e) {
         // A wait aborted: the waiter owned nothing; the caller gets the signal's reason.
         if (e instanceof WaitAborted) {
@@ -862,7 +863,7 @@ export function guardFactory({ internal, claims }, host = {}) {
       let driven;
       try {
         driven = await driveRun(
-          (Flow) => Flow.recoverRun(recoverySpec(key, rrules), internal.seed(), reRun),
+          () => internal.flow((Flow) => Flow.recoverRun(recoverySpec(key, rrules), internal.seed(), reRun)),
           effect,
           askWith(lookup),
           undefined,

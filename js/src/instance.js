@@ -26,6 +26,9 @@ export function disposeResource(inst, resource) {
  * @param {{ instantiate: Function, getCoreModule: (name: string) => WebAssembly.Module, world: 'intentkey' | 'pure' }}
  *   component see createApi (core.js)
  */
+/** How many finished run flows an instance keeps for the next runs. */
+const IDLE_RUNS = 16;
+
 export function createInstance({ instantiate, getCoreModule, world }) {
   let current = null;
   let secretSeq = 0;
@@ -202,6 +205,8 @@ export function createInstance({ instantiate, getCoreModule, world }) {
       secretStore,
       poisoned: false,
       answers: null,
+      /** Run flows of finished runs, kept to start the next runs in (`rerun`). */
+      idleRuns: [],
     };
   }
 
@@ -278,7 +283,34 @@ export function createInstance({ instantiate, getCoreModule, world }) {
    */
   function flow(create, on) {
     const inst = on ?? instance();
-    let resource = callOn(inst, (i) => create(i.flows.Flow));
+    return flowHandle(inst, callOn(inst, (i) => create(i.flows.Flow)), false);
+  }
+
+  /**
+   * A run flow (`Flow.run(spec, seed)`) as flow() hands it out. Made in a flow
+   * an earlier run finished with (`rerun`), when there is one: each resource jco
+   * creates costs a finalizer registration and two property definitions, about
+   * as much as a replay's store operations. Dropped, it is kept for the next run
+   * (at most IDLE_RUNS per instance; a poisoned instance keeps none).
+   */
+  function runFlow(spec, seed) {
+    const inst = instance();
+    const resource = callOn(inst, (i) => {
+      const idle = i.idleRuns.pop();
+      if (idle === undefined) return i.flows.Flow.run(spec, seed);
+      try {
+        idle.rerun(spec, seed);
+      } catch (e) {
+        i.idleRuns.push(idle); // refused before it changed anything: still a finished flow
+        throw e;
+      }
+      return idle;
+    });
+    return flowHandle(inst, resource, true);
+  }
+
+  /** start, resume, advance and drop of one flow `resource` of `inst`; `keep`: drop() keeps it for runFlow. */
+  function flowHandle(inst, resource, keep) {
     return {
       start: () => callOn(inst, () => resource.start()),
       resume: (result) => callOn(inst, () => resource.resume(result)),
@@ -293,7 +325,8 @@ export function createInstance({ instantiate, getCoreModule, world }) {
       drop() {
         const r = resource;
         resource = null;
-        disposeResource(inst, r);
+        if (keep && r !== null && !inst.poisoned && inst.idleRuns.length < IDLE_RUNS) inst.idleRuns.push(r);
+        else disposeResource(inst, r);
       },
     };
   }
@@ -376,7 +409,7 @@ export function createInstance({ instantiate, getCoreModule, world }) {
     }
   }
 
-  return { instance, callOn, call, driving, flow, migration, rawClaims, rawFlows, rawSchema, withSecret, withKeyring, randomBytes };
+  return { instance, callOn, call, driving, flow, runFlow, migration, rawClaims, rawFlows, rawSchema, withSecret, withKeyring, randomBytes };
 }
 
 function hostError(code, field, message) {

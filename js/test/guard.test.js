@@ -163,6 +163,44 @@ for (const [label, open] of [
   });
 }
 
+describe('run flows are kept and started again (rerun)', () => {
+  test('40 runs at once on two stores (more than the 16 kept), then their replays: each answers its own key, effect and record', async () => {
+    const stores = [memoryStore(), memoryStore()];
+    const guards = stores.map((store) => createGuard({ store }));
+    const ran = new Map();
+    const effectOf = (key) => async () => {
+      ran.set(key, (ran.get(key) ?? 0) + 1);
+      await new Promise((r) => setTimeout(r, 1 + (key.length % 3)));
+      return jsonResponse(201, { key });
+    };
+    const keys = Array.from({ length: 40 }, (_, i) => `rerun-${i}`);
+    const guardOf = (i) => guards[i % 2];
+    const firsts = await Promise.all(keys.map((key, i) => guardOf(i).run(claimOf(key), effectOf(key))));
+    firsts.forEach((r, i) => {
+      assert.equal(r.outcome, 'owned', keys[i]);
+      assert.deepEqual(JSON.parse(text(r.response.body)), { key: keys[i] });
+    });
+    for (let round = 0; round < 3; round++) {
+      const replays = await Promise.all(keys.map((key, i) => guardOf(i).run(claimOf(key), effectOf(key))));
+      replays.forEach((r, i) => {
+        assert.equal(r.outcome, 'done', keys[i]);
+        assert.equal(r.replayed, true);
+        assert.deepEqual(JSON.parse(text(r.response.body)), { key: keys[i] });
+      });
+    }
+    // The same key on the other store is a first run there: nothing of the kept flows leaks across.
+    const other = await guards[1].run(claimOf('rerun-0'), effectOf('rerun-0'));
+    assert.equal(other.outcome, 'owned');
+    const conflict = await guards[0].run(claimOf('rerun-0', 'fp-b'), effectOf('rerun-0'));
+    assert.equal(conflict.outcome, 'payload-conflict');
+    assert.deepEqual([...ran.values()], [...keys.map((k) => (k === 'rerun-0' ? 2 : 1))]);
+    for (const [i, store] of stores.entries()) {
+      assert.equal(store.count('done').count, i === 1 ? 21 : 20);
+      assert.equal(store.count('in-flight').count, 0);
+    }
+  });
+});
+
 describe('the imports serve only what is active', () => {
   test('no store active: the store import fails loudly (a bug in the package), never answers', () => {
     const attempt = { key: 'x', fingerprint: 'f', tenantId: 't', actionType: 'a' };

@@ -308,6 +308,12 @@ impl GuestFlow for FlowResource {
         Ok(Self::handle(AnyFlow::Serve(Box::new(flow))))
     }
 
+    fn rerun(&self, spec: t::RunSpec, seed: Vec<u8>) -> Result<(), t::Error> {
+        let flow = core::RunFlow::new(core::RunSpec::from(spec), seed_in(&seed)?);
+        *self.0.borrow_mut() = AnyFlow::Run(Box::new(flow));
+        Ok(())
+    }
+
     fn owner_token(&self) -> String {
         match &*self.0.borrow() {
             AnyFlow::Run(f) => f.owner_token(),
