@@ -21,14 +21,14 @@ export function disposeResource(inst, resource) {
   if (typeof dispose === 'function' && !inst.poisoned) dispose.call(resource);
 }
 
+/** How many finished run flows an instance keeps for the next runs. */
+const IDLE_RUNS = 16;
+
 /**
  * The instance of one transpiled component and the ways to call it.
  * @param {{ instantiate: Function, getCoreModule: (name: string) => WebAssembly.Module, world: 'intentkey' | 'pure' }}
  *   component see createApi (core.js)
  */
-/** How many finished run flows an instance keeps for the next runs. */
-const IDLE_RUNS = 16;
-
 export function createInstance({ instantiate, getCoreModule, world }) {
   let current = null;
   let secretSeq = 0;
