@@ -75,8 +75,18 @@ describe('Redis store', { skip }, () => {
       assert.ok(ttl > 3_590_000 && ttl <= 3_600_000, `TTL ${ttl}`);
       await createGuard({ store, now: () => 1_700_000_000, ttlSeconds: 60 }).run(claimOf('past'), ok);
       assert.equal(await pttl('past'), -1, 'an expiry in the past: no TTL (purge deletes it)');
-      await createGuard({ store, now: () => now, ttlSeconds: 1 }).run(claimOf('short'), ok);
-      while ((await pttl('short')) !== -2) await new Promise((r) => setTimeout(r, 50));
+      // A 1 s TTL from the next whole second: the expiry is still ahead of
+      // the server's clock when the record is written, however long the
+      // steps above took (from the floored `now` it could already be past,
+      // and the record then gets no TTL at all).
+      const soon = Math.ceil(Date.now() / 1000);
+      await createGuard({ store, now: () => soon, ttlSeconds: 1 }).run(claimOf('short'), ok);
+      assert.ok((await pttl('short')) > 0, 'a done record with its expiry ahead gets a TTL');
+      const deadline = Date.now() + 10_000;
+      while ((await pttl('short')) !== -2) {
+        assert.ok(Date.now() < deadline, 'Redis did not expire the record within 10 s');
+        await new Promise((r) => setTimeout(r, 50));
+      }
       assert.notEqual(await client.zscore(`${prefix}:idx:done`, 'short'), null, 'Redis leaves the index member');
       assert.deepEqual((await store.list('done', 10)).map((r) => r.key), ['past', 'done']);
       assert.equal(Number(await store.purge(BigInt(now + 10))), 1);

@@ -1155,13 +1155,16 @@ fn redis_ttl_only_on_done_records_and_purge_cleans_the_indexes() {
     let score = |c: &mut redis::Connection, set: &str, key: &str| -> Option<f64> {
         redis::cmd("ZSCORE").arg(set).arg(key).query(c).unwrap()
     };
-    let now = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-    .unwrap();
+    let now_seconds = || {
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+        )
+        .unwrap()
+    };
+    let now = now_seconds();
     let ok = |_: &str| Response::json(201, "{}");
     let guard = Guard::new(store.as_ref()).with_ttl(3600);
 
@@ -1222,9 +1225,13 @@ fn redis_ttl_only_on_done_records_and_purge_cleans_the_indexes() {
     assert!(pttl(&mut admin, "ttl-found") > 3_500_000);
 
     // Redis expires two done records (1 s TTL); their index members stay.
+    // Their clock is the next whole second, so that the expiry is still ahead
+    // of the server's clock when they are written however long the steps
+    // above took (from the floored `now` it could already be past: no TTL).
+    let soon = now_seconds() + 1;
     let short = Guard::new(store.as_ref()).with_ttl(1);
     for key in ["ttl-short-a", "ttl-short-b"] {
-        short.run(&attempt(key, "fp"), now, ok).unwrap();
+        short.run(&attempt(key, "fp"), soon, ok).unwrap();
         assert!(pttl(&mut admin, key) > 0);
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
