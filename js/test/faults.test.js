@@ -7,7 +7,11 @@
 // The unit tests use stores that hang or fail on purpose. The fault runs put
 // a TCP proxy (node:net) between Express and the store (PostgreSQL through
 // pgStore, Redis through redisStore's ioredis client): 16 retrying clients
-// send new keys for 10 s; at 2 s the proxy blackholes the network for 4 s
+// send new keys for 10 s, and 4 more start when the blackhole begins (a
+// client whose request was completing then waits through the core's
+// completion retries, so without them every client may be in that phase and
+// no request be sent during the blackhole); at 2 s the proxy blackholes the
+// network for 4 s
 // (the bytes to the store go through, so statements commit, but no answer
 // comes back; connections opened meanwhile hang), then resets every
 // connection (RST), then 4 s as normal. The checks: no handler runs twice;
@@ -362,6 +366,8 @@ class FaultProxy {
 
 const DEADLINE_MS = 1000;
 const CLIENTS = 16;
+/** Clients that start when the blackhole begins: their first requests are sent during it. */
+const LATE_CLIENTS = 4;
 const BLACKHOLE_AT_MS = 2000;
 const BLACKHOLE_FOR_MS = 4000;
 const RUN_FOR_MS = 10_000;
@@ -372,7 +378,7 @@ const slot = (status) => (status === 201 ? 0 : status === 503 ? 1 : status === 4
 
 /**
  * The fault run: Express over `store` (through the proxy), 16 retrying clients
- * for RUN_FOR_MS, the blackhole and the reset; answers what was seen and run,
+ * for RUN_FOR_MS (and 4 from the blackhole's start), the blackhole and the reset; answers what was seen and run,
  * and the keys left in flight whose handler never ran (read through `direct`).
  */
 async function faultRun({ name, store, proxy, direct }) {
@@ -402,7 +408,7 @@ async function faultRun({ name, store, proxy, direct }) {
         } catch {
           status = 0;
         }
-        seen.push({ sentMs: sent - start, atMs: Date.now() - start, status, took: Date.now() - sent });
+        seen.push({ client: c, sentMs: sent - start, atMs: Date.now() - start, status, took: Date.now() - sent });
         if (status === 201 || stop) break;
         await sleep(50);
       }
@@ -412,13 +418,14 @@ async function faultRun({ name, store, proxy, direct }) {
   await sleep(BLACKHOLE_AT_MS);
   proxy.setBlackhole(true);
   const holeStart = Date.now() - start;
+  const late = Array.from({ length: LATE_CLIENTS }, (_, c) => client(CLIENTS + c));
   await sleep(BLACKHOLE_FOR_MS);
   proxy.reset();
   proxy.setBlackhole(false);
   const holeEnd = Date.now() - start;
   await sleep(RUN_FOR_MS - BLACKHOLE_AT_MS - BLACKHOLE_FOR_MS);
   stop = true;
-  await Promise.all(clients);
+  await Promise.all([...clients, ...late]);
 
   // The background releases end once the store answers again (a few seconds at most).
   let neverRan = [];
@@ -453,6 +460,10 @@ function checkFaultRun({ seen, ran, neverRan, inHole, slowest, holeEnd }) {
   assert.equal([...ran.values()].filter((n) => n > 1).length, 0, 'no handler ran twice');
   assert.deepEqual(neverRan, [], 'no key is left in flight whose handler never ran');
   assert.ok(inHole.length > 0, 'requests were answered during the blackhole');
+  for (let c = CLIENTS; c < CLIENTS + LATE_CLIENTS; c++) {
+    const first = seen.find((s) => s.client === c);
+    assert.ok(first !== undefined && first.status === 503 && first.took < DEADLINE_MS * 1.5, `a client started in the blackhole: its first answer 503 at the deadline (${JSON.stringify(first)})`);
+  }
   assert.deepEqual([...new Set(inHole.map((s) => s.status))], [503], 'during the blackhole every answer is 503');
   assert.ok(slowest < DEADLINE_MS * 1.5, `every answer during the blackhole within 1.5 x the deadline, not a hang: ${slowest} ms`);
   assert.equal(seen.filter((s) => s.status === 0).length, 0, 'every request got an answer');
