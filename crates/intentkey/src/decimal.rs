@@ -106,6 +106,11 @@ fn survives_double(literal: &str) -> bool {
 }
 
 fn parsed_survives_double(parsed: &Parsed<'_>) -> bool {
+    // At most 15 digits written and no exponent: at most 15 significant
+    // digits, the leading one between 10^-15 and 10^14.
+    if parsed.exponent == 0 && parsed.int_digits.len() + parsed.frac_digits.len() <= 15 {
+        return true;
+    }
     let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
     let len = coefficient.len();
     let Some(first) = (0..len).find(|&i| coefficient.at(i) != b'0') else {
@@ -151,6 +156,31 @@ pub(crate) fn quantize_float_literal(
 }
 
 fn quantize_parsed(parsed: &Parsed<'_>, scale: u32, out: &mut String) -> Result<(), DecimalError> {
+    // The common case: no exponent, a nonzero integer part and no more
+    // places than the scale. The result is the text as written, padded
+    // with zeros (the same as `quantize_general`, which a proptest checks).
+    let places = scale as usize;
+    if parsed.exponent == 0
+        && !parsed.int_digits.is_empty()
+        && parsed.frac_digits.len() <= places
+        && parsed.int_digits.len() + places <= MAX_DIGITS
+    {
+        if parsed.negative {
+            out.push('-');
+        }
+        // The digits are ASCII (the parser took only `0`..=`9`).
+        out.extend(parsed.int_digits.iter().map(|&d| char::from(d)));
+        if places > 0 {
+            out.push('.');
+            out.extend(parsed.frac_digits.iter().map(|&d| char::from(d)));
+            out.extend(std::iter::repeat_n('0', places - parsed.frac_digits.len()));
+        }
+        return Ok(());
+    }
+    quantize_general(parsed, scale, out)
+}
+
+fn quantize_general(parsed: &Parsed<'_>, scale: u32, out: &mut String) -> Result<(), DecimalError> {
     let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
     let len = coefficient.len();
     // value = coefficient × 10^(exponent − frac_len); the target exponent is −scale,
@@ -301,6 +331,33 @@ mod tests {
         assert_eq!(q("0e99999999999999999999").unwrap(), "0.00");
         assert_eq!(qs("2.5", 0).unwrap(), "3");
         assert_eq!(qs("0.00005", 4).unwrap(), "0.0001");
+    }
+
+    proptest::proptest! {
+        /// The fast path of `quantize_parsed` is the general one, and the
+        /// shortcut of `parsed_survives_double` agrees with its count.
+        #[test]
+        fn fast_paths_are_the_general_ones(
+            text in "[+-]?[0-9]{0,30}(\\.[0-9]{0,8})?([eE][+-]?[0-9]{1,3})?",
+            scale in 0u32..6,
+        ) {
+            if let Ok(parsed) = parse(&text) {
+                let (mut fast, mut general) = (String::new(), String::new());
+                let a = quantize_parsed(&parsed, scale, &mut fast).map(|()| fast);
+                let b = quantize_general(&parsed, scale, &mut general).map(|()| general);
+                proptest::prop_assert_eq!(a, b);
+                let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
+                let digits: Vec<u8> = (0..coefficient.len()).map(|i| coefficient.at(i)).collect();
+                let significant = match (digits.iter().position(|&d| d != b'0'), digits.iter().rposition(|&d| d != b'0')) {
+                    (Some(first), Some(last)) => {
+                        let leading = parsed.exponent + parsed.int_digits.len() as i64 - 1 - first as i64;
+                        last - first < 15 && (-290..=290).contains(&leading)
+                    }
+                    _ => true,
+                };
+                proptest::prop_assert_eq!(parsed_survives_double(&parsed), significant);
+            }
+        }
     }
 
     #[test]
