@@ -25,7 +25,7 @@ const NEEDS_ESCAPE: [bool; 256] = {
 };
 
 /// Whether any byte needs escaping, eight bytes at a time.
-fn needs_escape(bytes: &[u8]) -> bool {
+pub(crate) fn needs_escape(bytes: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     // A byte of `x` is zero iff the matching high bit of has_zero(x) is set.
@@ -56,11 +56,17 @@ fn needs_escape(bytes: &[u8]) -> bool {
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
-    if !needs_escape(bytes) {
+    if needs_escape(bytes) {
+        write_escaped(out, bytes);
+    } else {
         out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
     }
+    out.push(b'"');
+}
+
+/// Appends the inside of a JSON string literal, the UTF-8 `bytes` with
+/// Python's escaping (only ASCII bytes are ever escaped).
+pub(crate) fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escape: &[u8] = match b {
@@ -86,7 +92,6 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
 }
 
 /// Appends a JSON value canonically (sorted members, Python number style).

@@ -6,6 +6,8 @@
 //! cannot (it rounds `0.00499999999999999999999999999999` twice and gets it
 //! wrong), so this module works on the digit string itself.
 
+use crate::sink::Sink;
+
 /// Python's default decimal context precision: a quantized result may not need more.
 pub(crate) const MAX_DIGITS: usize = 28;
 
@@ -132,7 +134,7 @@ fn parsed_survives_double(parsed: &Parsed<'_>) -> bool {
 pub(crate) fn quantize_half_up(
     text: &str,
     scale: u32,
-    out: &mut String,
+    out: &mut impl Sink,
 ) -> Result<(), DecimalError> {
     quantize_parsed(&parse(text)?, scale, out)
 }
@@ -142,7 +144,7 @@ pub(crate) fn quantize_half_up(
 pub(crate) fn quantize_float_literal(
     literal: &str,
     scale: u32,
-    out: &mut String,
+    out: &mut impl Sink,
 ) -> Result<(), DecimalError> {
     let parsed = parse(literal)?;
     if parsed_survives_double(&parsed) {
@@ -155,7 +157,11 @@ pub(crate) fn quantize_float_literal(
     }
 }
 
-fn quantize_parsed(parsed: &Parsed<'_>, scale: u32, out: &mut String) -> Result<(), DecimalError> {
+fn quantize_parsed(
+    parsed: &Parsed<'_>,
+    scale: u32,
+    out: &mut impl Sink,
+) -> Result<(), DecimalError> {
     // The common case: no exponent, a nonzero integer part and no more
     // places than the scale. The result is the text as written, padded
     // with zeros (the same as `quantize_general`, which a proptest checks).
@@ -169,18 +175,24 @@ fn quantize_parsed(parsed: &Parsed<'_>, scale: u32, out: &mut String) -> Result<
             out.push('-');
         }
         // The digits are ASCII (the parser took only `0`..=`9`).
-        out.extend(parsed.int_digits.iter().map(|&d| char::from(d)));
+        out.push_ascii(parsed.int_digits);
         if places > 0 {
             out.push('.');
-            out.extend(parsed.frac_digits.iter().map(|&d| char::from(d)));
-            out.extend(std::iter::repeat_n('0', places - parsed.frac_digits.len()));
+            out.push_ascii(parsed.frac_digits);
+            for _ in parsed.frac_digits.len()..places {
+                out.push('0');
+            }
         }
         return Ok(());
     }
     quantize_general(parsed, scale, out)
 }
 
-fn quantize_general(parsed: &Parsed<'_>, scale: u32, out: &mut String) -> Result<(), DecimalError> {
+fn quantize_general(
+    parsed: &Parsed<'_>,
+    scale: u32,
+    out: &mut impl Sink,
+) -> Result<(), DecimalError> {
     let coefficient = Coefficient(parsed.int_digits, parsed.frac_digits);
     let len = coefficient.len();
     // value = coefficient × 10^(exponent − frac_len); the target exponent is −scale,
@@ -274,7 +286,7 @@ fn format_fixed(
     digits: impl Iterator<Item = u8>,
     count: usize,
     scale: usize,
-    out: &mut String,
+    out: &mut impl Sink,
 ) {
     if negative && count > 0 {
         out.push('-');

@@ -6,12 +6,13 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::canonical::{write_str, write_value};
+use crate::canonical::{needs_escape, write_escaped, write_str, write_value};
 use crate::error::{Error, ErrorCode, Result};
 use crate::key::{to_hex, Key, KeyLength};
 use crate::payload::Payload;
 use crate::policy::{FieldClass, Policy};
 use crate::secret::Secret;
+use crate::sink::Bytes;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -292,7 +293,6 @@ impl Deriver {
             return Err(unclassified_error(&names));
         }
         let mut first = true;
-        let mut scratch = String::with_capacity(64);
         // Payload members iterate in code point order, so the body is sorted.
         for ((name, value), class) in payload.members().zip(classes.iter()) {
             let Some((index, class)) = *class else {
@@ -313,9 +313,16 @@ impl Deriver {
             out.extend_from_slice(self.policy.encoded_name(index));
             match class {
                 FieldClass::Key(normalizer) => {
-                    scratch.clear();
-                    normalizer.apply_into(name, value, &mut scratch)?;
-                    write_str(out, &scratch);
+                    // Normalized in place; escaped afterwards in the rare
+                    // case that the text needs it.
+                    out.push(b'"');
+                    let start = out.len();
+                    normalizer.write(name, value, &mut Bytes(out))?;
+                    if needs_escape(&out[start..]) {
+                        let written = out.split_off(start);
+                        write_escaped(out, &written);
+                    }
+                    out.push(b'"');
                 }
                 _ => write_value(out, value, name)?,
             }

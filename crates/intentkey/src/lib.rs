@@ -16,6 +16,7 @@ mod policy;
 mod reader;
 pub mod request;
 mod secret;
+mod sink;
 pub mod telemetry;
 
 pub use deriver::{Deriver, Fingerprint, Intent, FINGERPRINT_LABEL, INTENT_HMAC_LABEL};

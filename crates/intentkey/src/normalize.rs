@@ -18,6 +18,7 @@ use writeable::Writeable;
 use crate::canonical::is_integer_literal;
 use crate::decimal::{quantize_float_literal, quantize_half_up, DecimalError, MAX_DIGITS};
 use crate::error::{Error, ErrorCode, Result};
+use crate::sink::Sink;
 
 /// How a `key` field is normalized before it enters the key material.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +78,12 @@ impl Normalizer {
     /// # Errors
     /// As [`Normalizer::apply`].
     pub fn apply_into(self, field: &str, value: &Value, out: &mut String) -> Result<()> {
+        self.write(field, value, out)
+    }
+
+    /// As [`Normalizer::apply_into`], to any [`Sink`] (the deriver writes
+    /// straight into the material).
+    pub(crate) fn write(self, field: &str, value: &Value, out: &mut impl Sink) -> Result<()> {
         match self {
             Normalizer::Text => text_into(expect_str(field, value, self)?, out),
             Normalizer::PixKey => pix_key(field, expect_str(field, value, self)?, out)?,
@@ -145,7 +152,7 @@ pub fn casefold(s: &str) -> String {
 /// ASCII runs are lowered directly, the characters [`quick_prefix_len`]
 /// covers (Latin-1 letters, typographic dashes and quotes) are folded by
 /// [`fold_quick`], and only the rest goes through ICU4X's full folding tables.
-fn casefold_into(s: &str, out: &mut String) {
+fn casefold_into(s: &str, out: &mut impl Sink) {
     let mapper = CaseMapper::new();
     let mut rest = s;
     while !rest.is_empty() {
@@ -156,7 +163,7 @@ fn casefold_into(s: &str, out: &mut String) {
         let (ascii, tail) = rest.split_at(ascii_len);
         let start = out.len();
         out.push_str(ascii);
-        out[start..].make_ascii_lowercase();
+        out.ascii_lowercase_from(start);
         let other_len = tail
             .bytes()
             .position(|b| b.is_ascii())
@@ -204,7 +211,7 @@ fn quick_prefix_len(s: &str) -> usize {
 /// Unicode's CaseFolding.txt (statuses C and F) and Python's
 /// `str.casefold()` have it: the capitals À..Þ (but ×) fold to their small
 /// letters, µ to Greek μ, ß to "ss"; every other one is its own folding.
-fn fold_quick(c: char, out: &mut String) {
+fn fold_quick(c: char, out: &mut impl Sink) {
     match c {
         '\u{c0}'..='\u{d6}' | '\u{d8}'..='\u{de}' => {
             out.push(char::from_u32(u32::from(c) + 0x20).unwrap_or(c));
@@ -226,7 +233,7 @@ pub fn text(raw: &str) -> String {
     out
 }
 
-fn text_into(raw: &str, out: &mut String) {
+fn text_into(raw: &str, out: &mut impl Sink) {
     if is_nfc_fast(raw) {
         casefold_into(python_strip(raw), out);
     } else {
@@ -258,7 +265,7 @@ fn is_nfc_fast(s: &str) -> bool {
     }
 }
 
-fn pix_key(field: &str, raw: &str, out: &mut String) -> Result<()> {
+fn pix_key(field: &str, raw: &str, out: &mut impl Sink) -> Result<()> {
     let key = python_strip(raw);
     if key.is_empty() {
         return Err(empty_pix_key(field));
@@ -270,7 +277,9 @@ fn pix_key(field: &str, raw: &str, out: &mut String) -> Result<()> {
         .all(|b| b.is_ascii_digit() || is_punct(char::from(b)))
     {
         let start = out.len();
-        out.extend(key.bytes().filter(u8::is_ascii_digit).map(char::from));
+        for digit in key.bytes().filter(u8::is_ascii_digit) {
+            out.push(char::from(digit));
+        }
         if out.len() == start {
             return Err(empty_pix_key(field));
         }
@@ -300,10 +309,12 @@ fn is_decimal_digit(c: char) -> bool {
     c.is_ascii_digit() || (!c.is_ascii() && c.general_category() == GeneralCategory::DecimalNumber)
 }
 
-fn currency(field: &str, raw: &str, out: &mut String) -> Result<()> {
+fn currency(field: &str, raw: &str, out: &mut impl Sink) -> Result<()> {
     let code = python_strip(raw);
     if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
-        out.extend(code.bytes().map(|b| char::from(b.to_ascii_uppercase())));
+        for letter in code.bytes() {
+            out.push(char::from(letter.to_ascii_uppercase()));
+        }
         return Ok(());
     }
     Err(Error::field(
@@ -315,7 +326,7 @@ fn currency(field: &str, raw: &str, out: &mut String) -> Result<()> {
     ))
 }
 
-fn decimal(field: &str, value: &Value, scale: u32, out: &mut String) -> Result<()> {
+fn decimal(field: &str, value: &Value, scale: u32, out: &mut impl Sink) -> Result<()> {
     let quantized = match value {
         Value::Number(n) => {
             let literal = n.as_str();
@@ -359,7 +370,7 @@ fn decimal(field: &str, value: &Value, scale: u32, out: &mut String) -> Result<(
     })
 }
 
-fn integer(field: &str, value: &Value, out: &mut String) -> Result<()> {
+fn integer(field: &str, value: &Value, out: &mut impl Sink) -> Result<()> {
     let literal = match value {
         Value::Number(n) if is_integer_literal(n.as_str()) => n.as_str(),
         Value::String(s) => s.as_str(),
