@@ -156,10 +156,7 @@ fn casefold_into(s: &str, out: &mut impl Sink) {
     let mapper = CaseMapper::new();
     let mut rest = s;
     while !rest.is_empty() {
-        let ascii_len = rest
-            .bytes()
-            .position(|b| !b.is_ascii())
-            .unwrap_or(rest.len());
+        let ascii_len = ascii_prefix_len(rest.as_bytes());
         let (ascii, tail) = rest.split_at(ascii_len);
         let start = out.len();
         out.push_str(ascii);
@@ -185,6 +182,28 @@ fn casefold_into(s: &str, out: &mut impl Sink) {
         }
         rest = tail;
     }
+}
+
+/// The length of the ASCII run at the start of `bytes`, eight bytes at a time.
+fn ascii_prefix_len(bytes: &[u8]) -> usize {
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut len = 0;
+    for word in &mut words {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let high = u64::from_le_bytes(w) & HIGHS;
+        if high != 0 {
+            // The first byte with its high bit set, in little-endian order.
+            return len + (high.trailing_zeros() / 8) as usize;
+        }
+        len += 8;
+    }
+    len + words
+        .remainder()
+        .iter()
+        .position(|b| !b.is_ascii())
+        .unwrap_or(words.remainder().len())
 }
 
 /// The length in bytes of the run at the start of `s` of characters that are
@@ -248,9 +267,10 @@ fn text_into(raw: &str, out: &mut impl Sink) {
 fn is_nfc_fast(s: &str) -> bool {
     let mut rest = s;
     loop {
-        let Some(start) = rest.bytes().position(|b| !b.is_ascii()) else {
+        let start = ascii_prefix_len(rest.as_bytes());
+        if start == rest.len() {
             return true;
-        };
+        }
         let run = &rest[start..];
         let end = run.bytes().position(|b| b.is_ascii()).unwrap_or(run.len());
         // The characters quick_prefix_len covers are all NFC_Quick_Check=Yes
@@ -505,6 +525,13 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The ASCII run's length, eight bytes at a time, is the byte-wise one.
+        #[test]
+        fn ascii_prefix_is_bytewise(s in "[a-z\u{80}-\u{10ffff}]{0,40}") {
+            let want = s.bytes().position(|b| !b.is_ascii()).unwrap_or(s.len());
+            proptest::prop_assert_eq!(ascii_prefix_len(s.as_bytes()), want);
+        }
+
         /// The text normalizer with its fast paths is NFC, strip and ICU4X
         /// folding of the whole string, on strings that mix ASCII, Latin-1,
         /// combining marks and other scripts.
