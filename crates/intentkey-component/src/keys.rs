@@ -50,16 +50,18 @@ fn with_payload<T>(
 
 impl Keyer {
     fn key(&self, intent: &WitIntent) -> Result<String, WitError> {
-        with_payload(&intent.payload_json, |payload| {
-            self.keyer
-                .derive(&Intent {
+        // Only what the key reads is kept of the payload (the same key or error).
+        Payload::from_json_for_key(&intent.payload_json, self.keyer.policy())
+            .and_then(|payload| {
+                self.keyer.derive(&Intent {
                     tenant_id: &intent.tenant_id,
                     action_type: &intent.action_type,
-                    payload,
+                    payload: &payload,
                     intent_epoch: intent.intent_epoch,
                 })
-                .map(intentkey::Key::into_string)
-        })
+            })
+            .map(intentkey::Key::into_string)
+            .map_err(WitError::from)
     }
 }
 

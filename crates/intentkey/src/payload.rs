@@ -40,17 +40,41 @@ impl Payload {
     /// `invalid-payload` when the text is not JSON, not an object, or nested
     /// deeper than [`MAX_DEPTH`].
     pub fn from_json(text: &str) -> Result<Self> {
-        let top: TopLevel = serde_json::from_str(text).map_err(|e| {
-            Error::field(
-                ErrorCode::InvalidPayload,
-                "payload",
-                format!("`payload` is not valid JSON ({e}); send a JSON object"),
-            )
-        })?;
+        let top: TopLevel = serde_json::from_str(text).map_err(not_json)?;
         match top {
             TopLevel::Object(members) => Payload::from_members(members),
             TopLevel::Other(value) => Payload::from_value(value),
         }
+    }
+
+    /// Reads payload JSON text for a `fields` key under `policy`: the key
+    /// fields with their values, and the names of unclassified fields; the
+    /// values of fingerprint and ignored fields are read (checked as
+    /// [`Payload::from_json`] checks them) and dropped. Its key, or its
+    /// error, is the same as from [`Payload::from_json`]; it is not for
+    /// fingerprints.
+    ///
+    /// ```
+    /// use intentkey::{Deriver, Intent, Payload, Policy, Secret};
+    /// let text = r#"{"amount": "10.50", "currency": "BRL", "trace_id": "00-4bf92f35", "creditor_key": "a@b.c"}"#;
+    /// let policy = Policy::default();
+    /// let read = Payload::from_json_for_key(text, &policy).unwrap();
+    /// assert_eq!(read.get("trace_id"), None);
+    /// let deriver = Deriver::new(&Secret::new([7; 32]).unwrap(), policy);
+    /// let key = |payload: &Payload| {
+    ///     deriver.derive(&Intent { tenant_id: "t1", action_type: "pix.send", payload, intent_epoch: 0 }).unwrap()
+    /// };
+    /// assert_eq!(key(&read), key(&Payload::from_json(text).unwrap()));
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Payload::from_json`].
+    pub fn from_json_for_key(text: &str, policy: &Policy) -> Result<Self> {
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let read = KeyMembers(policy)
+            .deserialize(&mut reader)
+            .and_then(|payload| reader.end().map(|()| payload));
+        read.map_err(not_json)?
     }
 
     /// Sorts members by name (code point order) and keeps the last of any
@@ -118,6 +142,14 @@ impl Payload {
     pub fn as_slice(&self) -> &[(String, Value)] {
         &self.0
     }
+}
+
+fn not_json(e: serde_json::Error) -> Error {
+    Error::field(
+        ErrorCode::InvalidPayload,
+        "payload",
+        format!("`payload` is not valid JSON ({e}); send a JSON object"),
+    )
 }
 
 fn not_an_object(type_name: &str) -> Error {

@@ -249,6 +249,56 @@ proptest! {
     }
 }
 
+/// The key of payload text read by `Payload::from_json_for_key`, or its
+/// error, as from `Payload::from_json` (and with it `derive`).
+fn key_for_key_reader(policy: &Policy, text: &str) -> (String, String) {
+    let deriver = Deriver::new(&Secret::new([9; 32]).unwrap(), policy.clone());
+    let key = |read: intentkey::Result<Payload>| {
+        let outcome = read.and_then(|payload| {
+            deriver.derive(&Intent {
+                tenant_id: "t1",
+                action_type: "order.create",
+                payload: &payload,
+                intent_epoch: 0,
+            })
+        });
+        match outcome {
+            Ok(key) => key.as_str().to_owned(),
+            Err(e) => format!("{} {:?} {}", e.code().as_str(), e.field_name(), e.message()),
+        }
+    };
+    (
+        key(Payload::from_json_for_key(text, policy)),
+        key(Payload::from_json(text)),
+    )
+}
+
+/// A policy with fingerprint and ignored fields beside its key fields.
+fn custom_policy() -> Policy {
+    Policy::from_json(
+        r#"{"version":1,"fields":{
+            "amount":{"class":"key","normalizer":"decimal"},
+            "currency":{"class":"key","normalizer":"currency"},
+            "creditor_key":{"class":"fingerprint"},
+            "remittance":{"class":"ignored"}}}"#,
+    )
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_payload_read_for_the_key_keys_as_read_whole(
+        text in prop_oneof![payload_text(), any_json_text(), nested_text(), any::<String>()],
+    ) {
+        for policy in [Policy::default(), custom_policy()] {
+            let (for_key, whole) = key_for_key_reader(&policy, &text);
+            prop_assert_eq!(for_key, whole, "{}", text);
+        }
+    }
+}
+
 /// The same under a policy with fingerprint fields and a closed action set.
 #[test]
 fn a_custom_policy_answers_as_its_whole_value_does() {
