@@ -73,6 +73,24 @@ fn bench(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        // The same, keeping of the payload only what the key reads (the
+        // component's `derive`).
+        let policy = Policy::default();
+        group.bench_function(
+            "intentkey key from payload JSON text, read for the key",
+            |b| {
+                b.iter(|| {
+                    let payload =
+                        Payload::from_json_for_key(black_box(&payload_text), &policy).unwrap();
+                    deriver
+                        .derive(&Intent {
+                            payload: &payload,
+                            ..intent
+                        })
+                        .unwrap()
+                })
+            },
+        );
         // A line of `intentkey derive --jsonl` (the CLI's batch): the line's
         // JSON parsed, its members checked, the key derived, the answer line
         // written; the secret is the same on every line, as in a batch.
