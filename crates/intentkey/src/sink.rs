@@ -11,8 +11,10 @@ pub(crate) trait Sink: fmt::Write {
     fn push(&mut self, c: char);
     /// Appends a string.
     fn push_str(&mut self, s: &str);
-    /// Appends ASCII bytes (a caller that passes others breaks UTF-8 in a
-    /// `String`, so the `String` writer checks each one).
+    /// Appends ASCII bytes, such as the digits the decimal parser took.
+    /// Only ASCII may be passed: the two writers would write other bytes
+    /// differently (a `String` as Latin-1 characters, the material as they
+    /// are).
     fn push_ascii(&mut self, bytes: &[u8]);
     /// Lowers the ASCII letters written from byte `start` on.
     fn ascii_lowercase_from(&mut self, start: usize);
