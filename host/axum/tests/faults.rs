@@ -1,11 +1,16 @@
-//! Faults between the app and PostgreSQL, through a TCP proxy the test
-//! controls: 16 retrying clients send new keys while the proxy blackholes
-//! the network (the statements reach the server and commit, no answer comes
-//! back, no RST; new connections hang) and then resets every connection. The checks: no handler runs twice; no key is left in flight
-//! whose handler never ran (a claim whose answer was lost is released by
-//! its owner once the store answers again); during the blackhole every
-//! answer comes within the store deadline (503), never a hang. It prints
-//! the answers per second around the faults.
+//! Faults between the app and the store (PostgreSQL, Redis), through a TCP
+//! proxy the test controls: 16 retrying clients send new keys (4 more from
+//! the blackhole's start, so that requests are sent during it whatever phase
+//! the first 16 were in) while the proxy blackholes the network (the
+//! statements reach the server and commit, no answer comes back, no RST; new
+//! connections hang) and then resets every connection. The checks: no
+//! handler runs twice; no key is left in flight whose handler never ran (a
+//! claim whose answer was lost is released by its owner once the store
+//! answers again, after its own statement has ended: the retries of one key
+//! overlap, and a claim still running may commit after an earlier claim's
+//! release); during the blackhole every answer comes within the store
+//! deadline (503), never a hang. It prints the answers per second around
+//! the faults.
 
 #![allow(missing_docs, clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
@@ -125,8 +130,9 @@ async fn handler(
 
 /// One answer as a client saw it: when (ms since the start), status (0: a
 /// connection error or the client's own 5 s timeout), and how long it took.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Seen {
+    client: usize,
     sent_ms: u64,
     at_ms: u64,
     status: u16,
@@ -134,6 +140,9 @@ struct Seen {
 }
 
 const DEADLINE: Duration = Duration::from_millis(1_000);
+/// Clients from the start, and clients that start when the blackhole begins.
+const CLIENTS: usize = 16;
+const LATE_CLIENTS: usize = 4;
 const BLACKHOLE_AT: Duration = Duration::from_secs(2);
 const BLACKHOLE_FOR: Duration = Duration::from_secs(4);
 const RUN_FOR: Duration = Duration::from_secs(10);
@@ -209,50 +218,48 @@ async fn faults(
         let start = Instant::now();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let clients: Vec<_> = (0..16)
-            .map(|c| {
-                let (seen, stop) = (Arc::clone(&seen), Arc::clone(&stop));
-                tokio::spawn(async move {
-                    let mut n = 0u32;
-                    while !stop.load(Ordering::SeqCst) {
-                        n += 1;
-                        let key = format!("c{c}-{n}-{}", support::common::rand_u32());
-                        // Retry one key until it is answered 201 (or the run ends).
-                        loop {
-                            let sent = Instant::now();
-                            let sent_ms = start.elapsed().as_millis() as u64;
-                            let answer = tokio::time::timeout(
-                                Duration::from_secs(5),
-                                support::post_once(
-                                    addr,
-                                    "/pay",
-                                    &[("Idempotency-Key", &key)],
-                                    "{}",
-                                ),
-                            )
-                            .await;
-                            let status = match answer {
-                                Ok(Ok(a)) => a.status,
-                                _ => 0,
-                            };
-                            seen.lock().unwrap().push(Seen {
-                                sent_ms,
-                                at_ms: start.elapsed().as_millis() as u64,
-                                status,
-                                took: sent.elapsed(),
-                            });
-                            if status == 201 || stop.load(Ordering::SeqCst) {
-                                break;
-                            }
-                            tokio::time::sleep(Duration::from_millis(50)).await;
+        let client = |c: usize| {
+            let (seen, stop) = (Arc::clone(&seen), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut n = 0u32;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let key = format!("c{c}-{n}-{}", support::common::rand_u32());
+                    // Retry one key until it is answered 201 (or the run ends).
+                    loop {
+                        let sent = Instant::now();
+                        let sent_ms = start.elapsed().as_millis() as u64;
+                        let answer = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            support::post_once(addr, "/pay", &[("Idempotency-Key", &key)], "{}"),
+                        )
+                        .await;
+                        let status = match answer {
+                            Ok(Ok(a)) => a.status,
+                            _ => 0,
+                        };
+                        seen.lock().unwrap().push(Seen {
+                            client: c,
+                            sent_ms,
+                            at_ms: start.elapsed().as_millis() as u64,
+                            status,
+                            took: sent.elapsed(),
+                        });
+                        if status == 201 || stop.load(Ordering::SeqCst) {
+                            break;
                         }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
                     }
-                })
+                }
             })
-            .collect();
+        };
+        let mut clients: Vec<_> = (0..CLIENTS).map(client).collect();
 
         tokio::time::sleep(BLACKHOLE_AT).await;
         proxy.blackhole.store(true, Ordering::SeqCst);
+        // Clients whose requests were completing wait through the core's
+        // completion retries; these send their first requests in the blackhole.
+        clients.extend((CLIENTS..CLIENTS + LATE_CLIENTS).map(client));
         tokio::time::sleep(BLACKHOLE_FOR).await;
         proxy.reset();
         proxy.blackhole.store(false, Ordering::SeqCst);
@@ -280,6 +287,17 @@ async fn faults(
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
 
+        // Each such record's owner token, to match the releases logged
+        // with FAULTS_DEBUG=1.
+        let mut left = Vec::new();
+        for k in &never_ran {
+            if let Some(r) = direct.get(k.clone()).await.unwrap() {
+                left.push(format!(
+                    "{} (owner {}, claimed at {})",
+                    r.key, r.owner_token, r.created_at
+                ));
+            }
+        }
         let seen = seen.lock().unwrap().clone();
         let ran = effects.lock().unwrap().clone();
         let twice = ran.values().filter(|&&n| n > 1).count();
@@ -319,12 +337,19 @@ async fn faults(
         assert_eq!(twice, 0, "no handler ran twice");
         assert!(
             never_ran.is_empty(),
-            "keys left in flight whose handler never ran: {never_ran:?}"
+            "keys left in flight whose handler never ran: {left:?}"
         );
         assert!(
             !in_hole.is_empty(),
             "requests were answered during the blackhole"
         );
+        for c in CLIENTS..CLIENTS + LATE_CLIENTS {
+            let first = seen.iter().find(|s| s.client == c);
+            assert!(
+                first.is_some_and(|s| s.status == 503 && s.took < DEADLINE * 3),
+                "a client started in the blackhole: its first answer 503 at the deadline: {first:?}"
+            );
+        }
         assert!(
             in_hole.iter().all(|s| s.status == 503),
             "during the blackhole every answer is 503: {:?}",

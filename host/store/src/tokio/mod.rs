@@ -33,6 +33,7 @@
 //! ```
 
 mod guard;
+mod inserts;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "postgres")]
@@ -50,6 +51,8 @@ use intentkey::claim::{
     Completion, EffectResult, Finished, Flow, Lookup, Op, OpResult, Record, Release, ReleaseFlow,
     Replacement, RunFlow, RunOutcome, Status, Step,
 };
+
+use self::inserts::Inserts;
 
 pub use self::guard::AsyncGuard;
 #[cfg(feature = "mysql")]
@@ -198,12 +201,10 @@ impl<S: Store + 'static> AsyncStore for Inline<S> {
 /// threads so the runtime's workers never wait on it.
 pub struct Blocking<S> {
     store: Arc<S>,
-    /// Inserts still running on a blocking thread, by key: one abandoned
-    /// by its caller (its deadline passed) still runs to its end, so a
-    /// release of the same key waits for it, never overtakes it.
-    inserting: Arc<
-        std::sync::Mutex<std::collections::HashMap<String, ::tokio::sync::watch::Receiver<bool>>>,
-    >,
+    /// Inserts still running on a blocking thread: one abandoned by its
+    /// caller (its deadline passed) still runs to its end, and the release
+    /// of that claim waits for it, never overtakes it.
+    inserting: Inserts,
 }
 
 impl<S: Store + 'static> Blocking<S> {
@@ -211,7 +212,7 @@ impl<S: Store + 'static> Blocking<S> {
     pub fn new(store: S) -> Self {
         Blocking {
             store: Arc::new(store),
-            inserting: Arc::default(),
+            inserting: Inserts::default(),
         }
     }
 
@@ -234,29 +235,13 @@ impl<S: Store + 'static> Blocking<S> {
         record: Record,
         insert: fn(&S, &Record) -> Result<T, StoreError>,
     ) -> StoreFuture<'_, T> {
-        let (done, running) = ::tokio::sync::watch::channel(false);
-        let key = record.key.clone();
-        lock_map(&self.inserting).insert(key.clone(), running);
-        let inserting = Arc::clone(&self.inserting);
+        let running = self.inserting.start(&record);
         self.run(move |s| {
             let inserted = insert(s, &record);
-            lock_map(&inserting).remove(&key);
-            let _ = done.send(true);
+            drop(running);
             inserted
         })
     }
-
-    /// Waits until no insert of `key` is running.
-    async fn settled(&self, key: &str) {
-        let running = lock_map(&self.inserting).get(key).cloned();
-        if let Some(mut running) = running {
-            let _ = running.wait_for(|done| *done).await;
-        }
-    }
-}
-
-fn lock_map<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl<S: Store + 'static> AsyncStore for Blocking<S> {
@@ -291,7 +276,7 @@ impl<S: Store + 'static> AsyncStore for Blocking<S> {
     /// its deadline still commits): a release never overtakes its claim.
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            self.settled(&release.key).await;
+            self.inserting.settled(&release).await;
             self.run(move |s| woke(&release.key, s.release(&release)))
                 .await
         })
@@ -531,5 +516,115 @@ pub async fn drive<F: Flow + Send>(
                 step = flow.resume(result)?;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intentkey::claim::Attempt;
+    use std::sync::mpsc;
+
+    /// A memory store whose insert of one owner token waits for a gate: an
+    /// insert its caller abandoned, still running on its blocking thread.
+    struct Gated {
+        store: MemoryStore,
+        token: String,
+        gate: std::sync::Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl Store for Gated {
+        fn insert(&self, record: &Record) -> Result<bool, StoreError> {
+            if record.owner_token == self.token {
+                let _ = self.gate.lock().unwrap().recv();
+            }
+            self.store.insert(record)
+        }
+        fn get(&self, key: &str) -> Result<Option<Record>, StoreError> {
+            self.store.get(key)
+        }
+        fn complete(&self, completion: &Completion) -> Result<bool, StoreError> {
+            self.store.complete(completion)
+        }
+        fn replace(&self, replacement: &Replacement) -> Result<bool, StoreError> {
+            self.store.replace(replacement)
+        }
+        fn release(&self, release: &Release) -> Result<bool, StoreError> {
+            self.store.release(release)
+        }
+        fn list(&self, status: Option<Status>, limit: usize) -> Result<Vec<Record>, StoreError> {
+            self.store.list(status, limit)
+        }
+        fn purge(&self, now: i64) -> Result<u64, StoreError> {
+            self.store.purge(now)
+        }
+    }
+
+    fn claim(token: &str) -> Record {
+        let attempt = Attempt {
+            key: "k1".into(),
+            fingerprint: "fp".into(),
+            tenant_id: "t1".into(),
+            action_type: "pay".into(),
+            prior: None,
+        };
+        Record::in_flight(&attempt, token, 1_700_000_000)
+    }
+
+    fn release(token: &str) -> Release {
+        Release {
+            key: "k1".into(),
+            owner_token: token.into(),
+        }
+    }
+
+    /// Three retries of one key, each claim under its own token: the second
+    /// one's insert is abandoned at its deadline and still runs; the third
+    /// one's ends first. The second claim's release must wait for its own
+    /// insert (not for the key's latest), or that insert lands after the
+    /// release and the key stays in flight with no handler ever run.
+    #[test]
+    fn a_release_waits_for_its_own_claims_insert_when_retries_overlap() {
+        let runtime = ::tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (open, gate) = mpsc::channel();
+            let store = Blocking::new(Gated {
+                store: MemoryStore::default(),
+                token: "t2".into(),
+                gate: std::sync::Mutex::new(gate),
+            });
+            assert_eq!(
+                store.claim_insert(claim("t1")).await.unwrap(),
+                Inserted::Won
+            );
+            // The second claim's insert waits on the gate; its caller gives up.
+            let abandoned =
+                ::tokio::time::timeout(Duration::from_millis(50), store.claim_insert(claim("t2")))
+                    .await;
+            assert!(abandoned.is_err(), "the gated insert is still running");
+            assert_eq!(
+                store.claim_insert(claim("t3")).await.unwrap(),
+                Inserted::Lost
+            );
+            assert!(store.release(release("t1")).await.unwrap());
+
+            // The second claim's release, sent while its insert still runs.
+            let pending = store.release(release("t2"));
+            let opener = ::tokio::spawn(async move {
+                ::tokio::time::sleep(Duration::from_millis(100)).await;
+                open.send(()).unwrap();
+            });
+            let released = pending.await.unwrap();
+            opener.await.unwrap();
+            assert!(released, "the release deleted the record its insert wrote");
+            assert_eq!(
+                store.get("k1".into()).await.unwrap(),
+                None,
+                "no key left in flight"
+            );
+        });
     }
 }

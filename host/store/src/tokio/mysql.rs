@@ -33,6 +33,10 @@ pub struct AsyncMysqlStore {
     pool: Pool,
     statements: std::sync::Arc<Statements>,
     url: String,
+    /// Inserts still running, each in a task of its own (one whose caller
+    /// gave up at the deadline still ends): the release of a claim waits
+    /// for its insert, sent on another connection it could overtake.
+    inserting: super::Inserts,
 }
 
 impl std::fmt::Debug for AsyncMysqlStore {
@@ -75,6 +79,7 @@ impl AsyncMysqlStore {
             pool: Pool::new(opts),
             statements: std::sync::Arc::new(statements),
             url: url.to_owned(),
+            inserting: super::Inserts::default(),
         })
     }
 
@@ -122,19 +127,28 @@ impl AsyncMysqlStore {
 }
 
 impl AsyncStore for AsyncMysqlStore {
+    /// Run to its end in a task of its own, tracked until then (see
+    /// `inserting`).
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
-        Box::pin(async move {
-            check_key(&record.key)?;
-            match self.run(Kind::Insert, &sql::insert_params(&record)).await {
+        if let Err(e) = check_key(&record.key) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        let running = self.inserting.start(&record);
+        let store = self.clone();
+        let task = ::tokio::spawn(async move {
+            let inserted = store.run(Kind::Insert, &sql::insert_params(&record)).await;
+            drop(running);
+            match inserted {
                 Ok(n) => Ok(n == 1),
                 Err(mysql_async::Error::Server(e))
                     if Dialect::Mysql.error_class(e.code) == ErrorClass::DuplicateKey =>
                 {
                     Ok(false)
                 }
-                Err(e) => Err(self.error(&e)),
+                Err(e) => Err(store.error(&e)),
             }
-        })
+        });
+        Box::pin(super::inserts::joined(task))
     }
 
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
@@ -162,8 +176,10 @@ impl AsyncStore for AsyncMysqlStore {
         })
     }
 
+    /// Waits for the claim's own insert first, if it still runs.
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
         Box::pin(async move {
+            self.inserting.settled(&release).await;
             let n = self
                 .execute(Kind::Release, &sql::release_params(&release))
                 .await?;

@@ -41,6 +41,11 @@ pub struct PgStore {
     notify: Arc<AtomicBool>,
     /// The one listening connection of this store, started by the first wait.
     listener: Arc<Listener>,
+    /// Claim statements still running (each in a task of its own, so that
+    /// one whose caller gave up at the deadline still ends): the release
+    /// of a claim waits for its statement, sent on another connection it
+    /// could otherwise overtake.
+    inserting: super::Inserts,
 }
 
 /// The listening task, stopped when the last clone of the store goes.
@@ -115,6 +120,7 @@ impl PgStore {
             config,
             notify: Arc::new(AtomicBool::new(false)),
             listener: Arc::new(Listener::default()),
+            inserting: super::Inserts::default(),
         })
     }
 
@@ -204,17 +210,28 @@ impl PgStore {
 }
 
 impl AsyncStore for PgStore {
+    /// Run to its end in a task of its own, tracked until then (see
+    /// `inserting`).
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
-        Box::pin(async move {
-            let n = Self::execute(&self.pool, Kind::Insert, sql::insert_params(&record)).await?;
-            Ok(n == 1)
-        })
+        let running = self.inserting.start(&record);
+        let store = self.clone();
+        let task = ::tokio::spawn(async move {
+            let n = Self::execute(&store.pool, Kind::Insert, sql::insert_params(&record)).await;
+            drop(running);
+            Ok(n? == 1)
+        });
+        Box::pin(super::inserts::joined(task))
     }
 
-    /// One statement: the insert, and the record it lost to (the core's `claim`).
+    /// One statement: the insert, and the record it lost to (the core's
+    /// `claim`); run like [`AsyncStore::insert`].
     fn claim_insert(&self, record: Record) -> StoreFuture<'_, Inserted> {
-        Box::pin(async move {
-            let rows = self.query(Kind::Claim, sql::insert_params(&record)).await?;
+        let running = self.inserting.start(&record);
+        let store = self.clone();
+        let task = ::tokio::spawn(async move {
+            let rows = store.query(Kind::Claim, sql::insert_params(&record)).await;
+            drop(running);
+            let rows = rows?;
             let row = rows.first().ok_or_else(|| {
                 StoreError::fatal("postgres: the claim statement answered no row")
             })?;
@@ -223,7 +240,8 @@ impl AsyncStore for PgStore {
                 Claimed::Lost => Inserted::Lost,
                 Claimed::Existing(existing) => Inserted::Existing(existing),
             })
-        })
+        });
+        Box::pin(super::inserts::joined(task))
     }
 
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
@@ -256,8 +274,10 @@ impl AsyncStore for PgStore {
         })
     }
 
+    /// Waits for the claim's own statement first, if it still runs.
     fn release(&self, release: Release) -> StoreFuture<'_, bool> {
         Box::pin(async move {
+            self.inserting.settled(&release).await;
             let params = sql::release_params(&release);
             let n = Self::execute(&self.pool, Kind::Release, params).await?;
             self.changed(&release.key, n == 1).await;
