@@ -37,7 +37,7 @@ import {
   secondsOut,
   u32,
 } from './claims.js';
-import { CLOSING, TRUSTED, WAITING } from './stores/trusted.js';
+import { ABORTED_FLAG, CLOSING, TRUSTED, WAITING } from './stores/trusted.js';
 import { SERVE, checkDeadline } from './endpoint.js';
 
 export { checkDeadline };
@@ -114,6 +114,20 @@ function pause(ms, closing) {
     timer.unref?.();
     if (closing !== undefined) forget = closing.onClose(done);
   });
+}
+
+/**
+ * The deadline's abort of one call to a store marked ABORTED_FLAG: `signal`
+ * is a plain `{ aborted }` the store reads, set by `abort()`.
+ */
+function abortedFlag() {
+  const signal = { aborted: false };
+  return {
+    signal,
+    abort() {
+      signal.aborted = true;
+    },
+  };
 }
 
 /** The storage key a store operation of a flow is about (for telemetry's key digest). */
@@ -533,7 +547,7 @@ export function guardFactory({ internal, claims }, host = {}) {
       const timed = probe !== null || (background && tel !== null);
       const start = timed ? clockMs() : 0;
       try {
-        const controller = store.synchronous === true ? undefined : new AbortController();
+        const controller = store.synchronous === true ? undefined : store[ABORTED_FLAG] === true ? abortedFlag() : new AbortController();
         return answered(op, await bounded(send(op, controller?.signal), op.tag, background, controller));
       } catch (e) {
         throw storeFailure(e);

@@ -257,6 +257,27 @@ describe('the imports serve only what is active', () => {
     assert.match(createKeyer({ secret: '11'.repeat(32) }).intentKey('t', 'i'), /^[0-9a-f]{64}$/);
   });
 
+  test('an asynchronous store of the user’s gets an AbortSignal with each operation, aborted when the store deadline passes', async () => {
+    const signals = [];
+    const store = {
+      kind: 'slow',
+      insert(record, signal) {
+        signals.push(signal);
+        return new Promise((resolve) => setTimeout(() => resolve(true), 300));
+      },
+      get: async () => undefined,
+      complete: async () => true,
+      replace: async () => true,
+      release: async () => true,
+      list: async () => [],
+      purge: async () => 0,
+    };
+    const guard = createGuard({ store, storeDeadlineMs: 100 });
+    await assert.rejects(guard.run(claimOf('slow-1'), failing('must not run')), (e) => e.code === 'store-unavailable');
+    assert.ok(signals[0] instanceof AbortSignal, 'a real AbortSignal');
+    assert.equal(signals[0].aborted, true, 'aborted at the deadline');
+  });
+
   test('a closed SQLite database is a store error, not a trap', async () => {
     const { path, remove } = tempDb();
     try {

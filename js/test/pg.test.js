@@ -291,6 +291,32 @@ INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, status,
     });
   });
 
+  test('a claim still waiting for a connection when the store deadline passes is never sent', async () => {
+    await withSchema(async ({ pool }) => {
+      const store = await pgStore(pool);
+      const guard = createGuard({ store, storeDeadlineMs: 150 });
+      // The pool's only connection is held: the claim waits for it past its deadline.
+      const held = await pool.connect();
+      let ran = 0;
+      try {
+        await assert.rejects(
+          guard.run({ key: 'waited', fingerprint: 'f', tenantId: 't', actionType: 'a' }, async () => {
+            ran++;
+            return jsonResponse(201, {});
+          }),
+          (e) => e.code === 'store-unavailable' && /deadline/.test(e.message),
+        );
+      } finally {
+        held.release();
+      }
+      // The connection is free now: a claim that was not dropped would be sent and commit.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const rows = (await pool.query("SELECT count(*)::int AS n FROM intentkey_records WHERE key = 'waited'")).rows;
+      assert.equal(rows[0].n, 0, 'the abandoned claim was dropped before it was sent');
+      assert.equal(ran, 0);
+    }, { max: 1 });
+  });
+
   test('HTTP on PostgreSQL (intentkey/express on node:http): owned, replayed byte for byte, 409, the core’s 422 and 400, 503 released', async () => {
     await withSchema(async ({ pool }) => {
       await httpRoundTrip({ store: await pgStore(pool), rows: async (sql) => (await pool.query(sql)).rows });

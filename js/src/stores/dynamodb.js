@@ -18,7 +18,7 @@
 // the core's claim flow through the `flows` resource.
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { CLOSING, TRUSTED, dynamoLayout as core, storeError, closer } from './schema.js';
+import { ABORTED_FLAG, CLOSING, TRUSTED, dynamoLayout as core, storeError, closer } from './schema.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
@@ -361,6 +361,8 @@ export async function dynamoStore(options = {}) {
     kind: 'dynamodb',
     synchronous: false,
     [TRUSTED]: true,
+    // Its operations read their signal only as signal.aborted (or not at all).
+    [ABORTED_FLAG]: true,
     /** The DynamoDBClient. */
     client,
     /** The table's name. */

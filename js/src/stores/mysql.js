@@ -18,7 +18,7 @@
 // claim flow through the `flows` resource (no sequencing here).
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { CLOSING, TRUSTED, migrationFlow, sqlCounted, sqlDecodeRow, sqlDuplicateKeyError, sqlErrorClass, sqlParams, sqlStatements, storeError, closer } from './schema.js';
+import { ABORTED_FLAG, CLOSING, TRUSTED, migrationFlow, sqlCounted, sqlDecodeRow, sqlDuplicateKeyError, sqlErrorClass, sqlParams, sqlStatements, storeError, closer } from './schema.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
 export { init } from '../node-core.js';
@@ -286,6 +286,8 @@ export async function mysqlStore(options = {}) {
     kind: 'mysql',
     synchronous: false,
     [TRUSTED]: true,
+    // Its operations read their signal only as signal.aborted (or not at all).
+    [ABORTED_FLAG]: true,
     /** The mysql2/promise pool. */
     db,
 

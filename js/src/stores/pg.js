@@ -22,7 +22,7 @@
 // core's periodic re-check.
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { CLOSING, TRUSTED, WAITING, migrationFlow, sqlCounted, sqlDecodeClaim, sqlDecodeRow, sqlParams, sqlStatements, storeError, closer } from './schema.js';
+import { ABORTED_FLAG, CLOSING, TRUSTED, WAITING, migrationFlow, sqlCounted, sqlDecodeClaim, sqlDecodeRow, sqlParams, sqlStatements, storeError, closer } from './schema.js';
 import { createWatchers } from './watchers.js';
 
 
@@ -342,6 +342,8 @@ export async function pgStore(poolOrConfig, options = {}) {
     kind: 'pg',
     synchronous: false,
     [TRUSTED]: true,
+    // Its operations read their signal only as signal.aborted (or not at all).
+    [ABORTED_FLAG]: true,
     /** The pg Pool or Client. */
     db,
 

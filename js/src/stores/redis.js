@@ -26,7 +26,7 @@
 import { createHash } from 'node:crypto';
 import { IntentkeyError } from '../errors.js';
 import { checkOptionNames } from '../endpoint.js';
-import { CLOSING, TRUSTED, coreSchema, redisCall, redisClaimed, redisDecode, redisLayout, storeError, closer } from './schema.js';
+import { ABORTED_FLAG, CLOSING, TRUSTED, coreSchema, redisCall, redisClaimed, redisDecode, redisLayout, storeError, closer } from './schema.js';
 import { createWatchers } from './watchers.js';
 
 /** Compiles the component ahead of the first request (see the main entry's init). */
@@ -381,6 +381,8 @@ export async function redisStore(options = {}) {
     kind: 'redis',
     synchronous: false,
     [TRUSTED]: true,
+    // Its operations read their signal only as signal.aborted (or not at all).
+    [ABORTED_FLAG]: true,
     /** The ioredis client (a Cluster on a cluster). */
     client,
     /** The prefix of every key this store writes. */

@@ -8,7 +8,7 @@
 // core (docs/stores.md).
 import { internal } from '../node-core.js';
 
-export { CLOSING, TRUSTED, WAITING, closer } from './trusted.js';
+export { ABORTED_FLAG, CLOSING, TRUSTED, WAITING, closer } from './trusted.js';
 
 let cached = null;
 /**

@@ -13,6 +13,15 @@ export const TRUSTED = Symbol('intentkey.trusted-store');
 export const WAITING = Symbol('intentkey.store-waiting');
 
 /**
+ * Marks a store of this package whose operations read their AbortSignal only
+ * as `signal.aborted` (or not at all): the guard then passes each operation
+ * a plain `{ aborted }` flag, set when the store deadline passes, where an
+ * AbortSignal (an EventTarget) costs microseconds to make for every store
+ * call. Any other store gets a real AbortSignal.
+ */
+export const ABORTED_FLAG = Symbol('intentkey.store-reads-aborted');
+
+/**
  * The closing of a store (a `closer()`): work a guard runs in the background
  * on the store (the release of a claim whose insert failed) stops once the
  * store's close() is called, instead of keeping the process alive. Optional.
