@@ -78,12 +78,13 @@ impl Drop for Running {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use intentkey::claim::Attempt;
     use std::time::Duration;
 
-    fn record(token: &str) -> Record {
+    /// A claim of the key `k1` under `token`.
+    pub(in crate::tokio) fn record(token: &str) -> Record {
         let attempt = Attempt {
             key: "k1".into(),
             fingerprint: "fp".into(),
@@ -94,7 +95,8 @@ mod tests {
         Record::in_flight(&attempt, token, 1_700_000_000)
     }
 
-    fn release(token: &str) -> Release {
+    /// The release of that claim.
+    pub(in crate::tokio) fn release(token: &str) -> Release {
         Release {
             key: "k1".into(),
             owner_token: token.into(),

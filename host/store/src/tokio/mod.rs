@@ -521,8 +521,8 @@ pub async fn drive<F: Flow + Send>(
 
 #[cfg(test)]
 mod tests {
+    use super::inserts::tests::{record as claim, release};
     use super::*;
-    use intentkey::claim::Attempt;
     use std::sync::mpsc;
 
     /// A memory store whose insert of one owner token waits for a gate: an
@@ -557,24 +557,6 @@ mod tests {
         }
         fn purge(&self, now: i64) -> Result<u64, StoreError> {
             self.store.purge(now)
-        }
-    }
-
-    fn claim(token: &str) -> Record {
-        let attempt = Attempt {
-            key: "k1".into(),
-            fingerprint: "fp".into(),
-            tenant_id: "t1".into(),
-            action_type: "pay".into(),
-            prior: None,
-        };
-        Record::in_flight(&attempt, token, 1_700_000_000)
-    }
-
-    fn release(token: &str) -> Release {
-        Release {
-            key: "k1".into(),
-            owner_token: token.into(),
         }
     }
 
