@@ -15,6 +15,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use std::future::Future;
+
+use super::StoreFuture;
 use crate::StoreError;
 use intentkey::claim::{Record, Release};
 use tokio::sync::watch;
@@ -41,14 +44,40 @@ impl Inserts {
 
     /// Registers the insert of `record`, running until the answer is dropped.
     pub(crate) fn start(&self, record: &Record) -> Running {
+        self.register((record.key.clone(), record.owner_token.clone()))
+    }
+
+    fn register(&self, claim: Claim) -> Running {
         let (ended, running) = watch::channel(false);
-        let claim = (record.key.clone(), record.owner_token.clone());
         self.lock().insert(claim.clone(), running);
         Running {
             claim,
             inserts: self.clone(),
             ended,
         }
+    }
+
+    /// Runs `insert` (the statement of `record`'s claim) to its end in a
+    /// task of its own, registered until then, and answers what it answers.
+    /// Nothing starts before the answer is first polled (inside the
+    /// runtime); once started, dropping the answer does not stop it.
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        record: &Record,
+        insert: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> StoreFuture<'static, T> {
+        let inserts = self.clone();
+        let (key, owner_token) = (record.key.clone(), record.owner_token.clone());
+        Box::pin(async move {
+            let running = inserts.register((key, owner_token));
+            let task = tokio::spawn(async move {
+                let inserted = insert.await;
+                drop(running);
+                inserted
+            });
+            task.await
+                .map_err(|e| StoreError::fatal(format!("the insert's task failed: {e}")))?
+        })
     }
 
     /// Waits until the insert of `release`'s claim is not running.
@@ -59,15 +88,6 @@ impl Inserts {
             let _ = running.wait_for(|ended| *ended).await;
         }
     }
-}
-
-/// The answer of an insert run in a task of its own (a task that panicked
-/// is the store's failure).
-pub(crate) async fn joined<T>(
-    task: tokio::task::JoinHandle<Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    task.await
-        .map_err(|e| StoreError::fatal(format!("the insert's task failed: {e}")))?
 }
 
 impl Drop for Running {

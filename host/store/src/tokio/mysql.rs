@@ -133,12 +133,10 @@ impl AsyncStore for AsyncMysqlStore {
         if let Err(e) = check_key(&record.key) {
             return Box::pin(std::future::ready(Err(e)));
         }
-        let running = self.inserting.start(&record);
         let store = self.clone();
-        let task = ::tokio::spawn(async move {
-            let inserted = store.run(Kind::Insert, &sql::insert_params(&record)).await;
-            drop(running);
-            match inserted {
+        let params = sql::insert_params(&record);
+        self.inserting.run(&record, async move {
+            match store.run(Kind::Insert, &params).await {
                 Ok(n) => Ok(n == 1),
                 Err(mysql_async::Error::Server(e))
                     if Dialect::Mysql.error_class(e.code) == ErrorClass::DuplicateKey =>
@@ -147,8 +145,7 @@ impl AsyncStore for AsyncMysqlStore {
                 }
                 Err(e) => Err(store.error(&e)),
             }
-        });
-        Box::pin(super::inserts::joined(task))
+        })
     }
 
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {

@@ -213,25 +213,20 @@ impl AsyncStore for PgStore {
     /// Run to its end in a task of its own, tracked until then (see
     /// `inserting`).
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
-        let running = self.inserting.start(&record);
         let store = self.clone();
-        let task = ::tokio::spawn(async move {
-            let n = Self::execute(&store.pool, Kind::Insert, sql::insert_params(&record)).await;
-            drop(running);
-            Ok(n? == 1)
-        });
-        Box::pin(super::inserts::joined(task))
+        let params = sql::insert_params(&record);
+        self.inserting.run(&record, async move {
+            Ok(Self::execute(&store.pool, Kind::Insert, params).await? == 1)
+        })
     }
 
     /// One statement: the insert, and the record it lost to (the core's
     /// `claim`); run like [`AsyncStore::insert`].
     fn claim_insert(&self, record: Record) -> StoreFuture<'_, Inserted> {
-        let running = self.inserting.start(&record);
         let store = self.clone();
-        let task = ::tokio::spawn(async move {
-            let rows = store.query(Kind::Claim, sql::insert_params(&record)).await;
-            drop(running);
-            let rows = rows?;
+        let params = sql::insert_params(&record);
+        self.inserting.run(&record, async move {
+            let rows = store.query(Kind::Claim, params).await?;
             let row = rows.first().ok_or_else(|| {
                 StoreError::fatal("postgres: the claim statement answered no row")
             })?;
@@ -240,8 +235,7 @@ impl AsyncStore for PgStore {
                 Claimed::Lost => Inserted::Lost,
                 Claimed::Existing(existing) => Inserted::Existing(existing),
             })
-        });
-        Box::pin(super::inserts::joined(task))
+        })
     }
 
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
