@@ -6,8 +6,9 @@
 //! commit later. Sent on another connection, the release could reach the
 //! store first, find nothing, and the late insert would then leave the key
 //! in flight with no handler ever run. So a store runs each claim's insert
-//! to its end whatever its caller does (a blocking thread, or a task of its
-//! own) and registers it here under its key and owner token; the release of
+//! to its end whatever its caller does (on a blocking thread, or in the
+//! caller's task and, once the caller drops it, in a task of its own) and
+//! registers it here under its key and owner token; the release of
 //! that claim waits until the insert has ended (answered, or failed with its
 //! connection). Retries of one key overlap, each under a token of its own,
 //! so each insert is tracked by itself.
@@ -16,6 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use super::StoreFuture;
 use crate::StoreError;
@@ -57,10 +60,13 @@ impl Inserts {
         }
     }
 
-    /// Runs `insert` (the statement of `record`'s claim) to its end in a
-    /// task of its own, registered until then, and answers what it answers.
-    /// Nothing starts before the answer is first polled (inside the
-    /// runtime); once started, dropping the answer does not stop it.
+    /// Runs `insert` (the statement of `record`'s claim) to its end,
+    /// registered until then, and answers what it answers. Nothing starts
+    /// before the answer is first polled (inside the runtime); once started,
+    /// dropping the answer does not stop it: the insert is polled in the
+    /// caller's task while the caller waits (no task of its own, no hop
+    /// between worker threads), and what is left of it when the answer is
+    /// dropped runs to its end in a task spawned then.
     pub(crate) fn run<T: Send + 'static>(
         &self,
         record: &Record,
@@ -69,14 +75,12 @@ impl Inserts {
         let inserts = self.clone();
         let (key, owner_token) = (record.key.clone(), record.owner_token.clone());
         Box::pin(async move {
-            let running = inserts.register((key, owner_token));
-            let task = tokio::spawn(async move {
-                let inserted = insert.await;
-                drop(running);
-                inserted
-            });
-            task.await
-                .map_err(|e| StoreError::fatal(format!("the insert's task failed: {e}")))?
+            Finishing {
+                insert: Some(Box::pin(insert)),
+                running: Some(inserts.register((key, owner_token))),
+                runtime: tokio::runtime::Handle::current(),
+            }
+            .await
         })
     }
 
@@ -86,6 +90,44 @@ impl Inserts {
         let running = self.lock().get(&claim).cloned();
         if let Some(mut running) = running {
             let _ = running.wait_for(|ended| *ended).await;
+        }
+    }
+}
+
+/// An insert polled by its caller, finished in a task of its own if the
+/// caller drops it before it has ended.
+struct Finishing<F: Future + Send + 'static> {
+    /// The insert, until it has ended.
+    insert: Option<Pin<Box<F>>>,
+    /// Its registration, dropped when it has ended.
+    running: Option<Running>,
+    /// The runtime the insert started in, to finish it in.
+    runtime: tokio::runtime::Handle,
+}
+
+impl<F: Future + Send + 'static> Future for Finishing<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let Some(insert) = this.insert.as_mut() else {
+            return Poll::Pending; // not polled again after it answered
+        };
+        let answer = ready!(insert.as_mut().poll(cx));
+        this.insert = None;
+        this.running = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl<F: Future + Send + 'static> Drop for Finishing<F> {
+    fn drop(&mut self) {
+        if let Some(insert) = self.insert.take() {
+            let running = self.running.take();
+            self.runtime.spawn(async move {
+                let _ = insert.await;
+                drop(running);
+            });
         }
     }
 }
@@ -156,6 +198,61 @@ pub(super) mod tests {
                 .await
                 .expect("woken when the insert ends")
                 .unwrap();
+            assert!(inserts.lock().is_empty(), "nothing is left registered");
+        });
+    }
+    #[test]
+    fn an_insert_whose_answer_is_dropped_runs_to_its_end() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let inserts = Inserts::default();
+            // The statement: it goes on until the server answers (the gate opens).
+            let (open, gate) = tokio::sync::oneshot::channel::<()>();
+            let (done, inserted) = tokio::sync::oneshot::channel::<()>();
+            let answer = inserts.run(&record("t1"), async move {
+                let _ = gate.await;
+                let _ = done.send(());
+                Ok(true)
+            });
+            // The caller gives up at its deadline: the answer is dropped mid-way.
+            let waited = tokio::time::timeout(Duration::from_millis(30), answer).await;
+            assert!(
+                waited.is_err(),
+                "the insert was still running at the deadline"
+            );
+            let waiting =
+                tokio::time::timeout(Duration::from_millis(30), inserts.settled(&release("t1")))
+                    .await;
+            assert!(
+                waiting.is_err(),
+                "the release waits for the abandoned insert"
+            );
+            open.send(()).unwrap();
+            tokio::time::timeout(Duration::from_secs(1), inserted)
+                .await
+                .expect("the abandoned insert ran to its end")
+                .expect("and answered");
+            tokio::time::timeout(Duration::from_secs(1), inserts.settled(&release("t1")))
+                .await
+                .expect("the release goes on once it has ended");
+            assert!(inserts.lock().is_empty(), "nothing is left registered");
+        });
+    }
+
+    #[test]
+    fn an_insert_answers_its_caller() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let inserts = Inserts::default();
+            let answer = inserts.run(&record("t1"), async { Ok(7_u32) });
+            assert_eq!(answer.await.unwrap(), 7);
             assert!(inserts.lock().is_empty(), "nothing is left registered");
         });
     }

@@ -33,8 +33,8 @@ pub struct AsyncMysqlStore {
     pool: Pool,
     statements: std::sync::Arc<Statements>,
     url: String,
-    /// Inserts still running, each in a task of its own (one whose caller
-    /// gave up at the deadline still ends): the release of a claim waits
+    /// Inserts still running (one whose caller gave up at the deadline
+    /// still ends, in a task of its own): the release of a claim waits
     /// for its insert, sent on another connection it could overtake.
     inserting: super::Inserts,
 }
@@ -127,8 +127,8 @@ impl AsyncMysqlStore {
 }
 
 impl AsyncStore for AsyncMysqlStore {
-    /// Run to its end in a task of its own, tracked until then (see
-    /// `inserting`).
+    /// Run to its end even if its caller gives up, tracked until then
+    /// (see `inserting`).
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
         if let Err(e) = check_key(&record.key) {
             return Box::pin(std::future::ready(Err(e)));

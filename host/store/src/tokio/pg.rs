@@ -41,8 +41,8 @@ pub struct PgStore {
     notify: Arc<AtomicBool>,
     /// The one listening connection of this store, started by the first wait.
     listener: Arc<Listener>,
-    /// Claim statements still running (each in a task of its own, so that
-    /// one whose caller gave up at the deadline still ends): the release
+    /// Claim statements still running (one whose caller gave up at the
+    /// deadline still ends, in a task of its own): the release
     /// of a claim waits for its statement, sent on another connection it
     /// could otherwise overtake.
     inserting: super::Inserts,
@@ -210,8 +210,8 @@ impl PgStore {
 }
 
 impl AsyncStore for PgStore {
-    /// Run to its end in a task of its own, tracked until then (see
-    /// `inserting`).
+    /// Run to its end even if its caller gives up, tracked until then
+    /// (see `inserting`).
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
         let store = self.clone();
         let params = sql::insert_params(&record);
