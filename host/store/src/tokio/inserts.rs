@@ -157,6 +157,21 @@ pub(super) mod tests {
         Record::in_flight(&attempt, token, 1_700_000_000)
     }
 
+    /// Runs `test` on a runtime of its own: one thread, or two workers.
+    fn block_on<F: Future>(workers: usize, test: F) -> F::Output {
+        let runtime = if workers == 1 {
+            tokio::runtime::Builder::new_current_thread()
+        } else {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(workers);
+            b
+        }
+        .enable_all()
+        .build()
+        .unwrap();
+        runtime.block_on(test)
+    }
+
     /// The release of that claim.
     pub(in crate::tokio) fn release(token: &str) -> Release {
         Release {
@@ -167,11 +182,7 @@ pub(super) mod tests {
 
     #[test]
     fn a_release_waits_for_its_own_claim_only() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        block_on(1, async {
             let inserts = Inserts::default();
             let second = inserts.start(&record("t2"));
             let third = inserts.start(&record("t3"));
@@ -201,14 +212,10 @@ pub(super) mod tests {
             assert!(inserts.lock().is_empty(), "nothing is left registered");
         });
     }
+
     #[test]
     fn an_insert_whose_answer_is_dropped_runs_to_its_end() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        block_on(2, async {
             let inserts = Inserts::default();
             // The statement: it goes on until the server answers (the gate opens).
             let (open, gate) = tokio::sync::oneshot::channel::<()>();
@@ -245,11 +252,7 @@ pub(super) mod tests {
 
     #[test]
     fn an_insert_answers_its_caller() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        block_on(1, async {
             let inserts = Inserts::default();
             let answer = inserts.run(&record("t1"), async { Ok(7_u32) });
             assert_eq!(answer.await.unwrap(), 7);
