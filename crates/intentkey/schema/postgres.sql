@@ -11,6 +11,14 @@
 --   key, fingerprint, tenant_id, action_type, status, owner_token,
 --   response_status, response_content_type, response_headers, response_body,
 --   response_body_bytes, created_at, expires_at, lookups, next_lookup_at
+--
+-- The fenced writes (complete, complete-fast, replace, release) test the status
+-- as `(status = …) IS TRUE`: the same rows as `status = …`, but not a condition
+-- the status index can serve, so the planner always finds the row by its key.
+-- Written plainly, statistics that see few records in flight (the usual case)
+-- lead the planner to the status index instead, which then reads every
+-- in-flight entry, live or not yet vacuumed, on every write
+-- (host/store/tests/pg_plans.rs).
 
 -- statement insert
 -- The claim: insert-on-conflict, one row or none.
@@ -59,7 +67,7 @@ FROM {table} WHERE key = $1;
 UPDATE {table} SET status = 'done', response_status = $3, response_content_type = $4,
     response_headers = $5, response_body = NULL, response_body_bytes = $6,
     expires_at = $7, next_lookup_at = NULL
-WHERE key = $1 AND status = 'in_flight' AND owner_token = $2;
+WHERE key = $1 AND (status = 'in_flight') IS TRUE AND owner_token = $2;
 
 -- statement complete-fast
 -- The fenced completion whose commit does not wait for the WAL to reach the disk
@@ -70,7 +78,7 @@ UPDATE {table} AS r SET status = 'done', response_status = $3, response_content_
     response_headers = $5, response_body = NULL, response_body_bytes = $6,
     expires_at = $7, next_lookup_at = NULL
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS fast (setting)
-WHERE r.key = $1 AND r.status = 'in_flight' AND r.owner_token = $2;
+WHERE r.key = $1 AND (r.status = 'in_flight') IS TRUE AND r.owner_token = $2;
 
 -- statement replace
 -- The fenced recovery write (and a human's reconciliation of a record awaiting it). $1 key, $2 expected owner_token, $3 expected
@@ -81,11 +89,12 @@ UPDATE {table} SET status = $4, owner_token = $5, response_status = $6,
     response_content_type = $7, response_headers = $8, response_body = NULL,
     response_body_bytes = $9, created_at = $10, expires_at = $11, lookups = $12,
     next_lookup_at = $13
-WHERE key = $1 AND status IN ('in_flight', 'needs_reconciliation') AND owner_token = $2 AND lookups = $3;
+WHERE key = $1 AND (status IN ('in_flight', 'needs_reconciliation')) IS TRUE
+    AND owner_token = $2 AND lookups = $3;
 
 -- statement release
 -- The fenced release ("nothing happened"). $1 key, $2 owner_token
-DELETE FROM {table} WHERE key = $1 AND status = 'in_flight' AND owner_token = $2;
+DELETE FROM {table} WHERE key = $1 AND (status = 'in_flight') IS TRUE AND owner_token = $2;
 
 -- statement list
 -- Records with one status ($1; every status when NULL), oldest first, at most $2.
