@@ -24,43 +24,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{header, Request, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::post;
+use axum::http::Request;
 use axum::Router;
 use criterion::Criterion;
-use intentkey::http::{Options, Profile};
-use intentkey::Secret;
-use intentkey_axum::{memory, AsyncStore, IdempotencyLayer, PgStore};
+use intentkey_axum::{memory, AsyncStore, PgStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
-const PG: &str = "postgres://postgres@127.0.0.1:5432/test";
-const BODY: &str = r#"{"sku":"A1","qty":2}"#;
+mod common;
 
-async fn create_order() -> impl IntoResponse {
-    (
-        StatusCode::CREATED,
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::LOCATION, "/orders/ord_1"),
-        ],
-        r#"{"id":"ord_1","status":"accepted"}"#,
-    )
-}
-
-fn bare() -> Router {
-    Router::new().route("/orders", post(create_order))
-}
-
-fn guarded(store: Arc<dyn AsyncStore>) -> Router {
-    let layer = IdempotencyLayer::with_shared_store(
-        Secret::new([0x5c; 32]).unwrap(),
-        Options::new(Profile::Ietf),
-        store,
-    );
-    bare().layer(layer)
-}
+use common::{bare, guarded, two_commits, BODY, PG};
 
 fn request(key: &str) -> Request<Body> {
     Request::post("/orders")
@@ -158,34 +131,11 @@ fn in_process(c: &mut Criterion, rt: &tokio::runtime::Runtime, pg: Option<&PgSto
                 c.execute(&upd, &[&k]).await.unwrap();
             });
         });
-        // The same two commits into the store's own table (its columns,
-        // its three indexes), as the Node bench's floor: the least work for
-        // an answer that is kept where the layer keeps it.
+        // The same two commits into the store's own table, as the Node
+        // bench's floor.
         group.bench_function("postgres floor: two commits, the store's table", |b| {
-            b.to_async(rt).iter(|| async {
-                let c = pool.get().await.unwrap();
-                let k = fresh_key();
-                let ins = c
-                    .prepare_cached(
-                        "INSERT INTO intentkey_records (key, fingerprint, tenant_id, action_type, \
-                         status, owner_token, created_at, lookups) VALUES ($1, 'fp', 't', 'a', \
-                         'in_flight', '0123456789abcdef0123456789abcdef', 1700000000, 0) \
-                         ON CONFLICT (key) DO NOTHING",
-                    )
-                    .await
-                    .unwrap();
-                let upd = c
-                    .prepare_cached(
-                        "UPDATE intentkey_records SET status = 'done', response_status = 201, \
-                         response_content_type = 'application/json', response_body_bytes = $2, \
-                         expires_at = 1700086400, next_lookup_at = NULL WHERE key = $1",
-                    )
-                    .await
-                    .unwrap();
-                assert_eq!(c.execute(&ins, &[&k]).await.unwrap(), 1);
-                let body: &[u8] = br#"{"id":"ord_1","status":"accepted"}"#;
-                assert_eq!(c.execute(&upd, &[&k, &body]).await.unwrap(), 1);
-            });
+            b.to_async(rt)
+                .iter(|| async { two_commits(&pool, &fresh_key()).await });
         });
         group.bench_function("postgres floor: one round trip", |b| {
             b.to_async(rt).iter(|| async {

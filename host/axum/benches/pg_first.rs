@@ -46,47 +46,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::http::{header, Request, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::post;
-use axum::Router;
+use axum::http::{Request, StatusCode};
 use intentkey::claim::sql::{self, Kind};
 use intentkey::claim::{Attempt, Completion, Record, Response};
-use intentkey::http::{Options, Profile};
-use intentkey::Secret;
-use intentkey_axum::{memory, AsyncStore, IdempotencyLayer, PgStore};
+use intentkey_axum::{memory, AsyncStore, PgStore};
 use intentkey_store::pg_sql::{bind, refs, text};
 use intentkey_store::tokio::Inserted;
 use tower::ServiceExt;
 
-const PG: &str = "postgres://postgres@127.0.0.1:5432/test";
-const BODY: &str = r#"{"sku":"A1","qty":2}"#;
-const ANSWER: &str = r#"{"id":"ord_1","status":"accepted"}"#;
+mod common;
+
+use common::{bare, guarded, two_commits, ANSWER, BODY, PG};
+
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
-
-async fn create_order() -> impl IntoResponse {
-    (
-        StatusCode::CREATED,
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::LOCATION, "/orders/ord_1"),
-        ],
-        ANSWER,
-    )
-}
-
-fn bare() -> Router {
-    Router::new().route("/orders", post(create_order))
-}
-
-fn guarded(store: Arc<dyn AsyncStore>) -> Router {
-    let layer = IdempotencyLayer::with_shared_store(
-        Secret::new([0x5c; 32]).unwrap(),
-        Options::new(Profile::Ietf),
-        store,
-    );
-    bare().layer(layer)
-}
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -299,31 +271,7 @@ fn main() {
             "two commits, the store's table (the floor)",
             Box::new(move || {
                 let pool = pool.clone();
-                Box::pin(async move {
-                    let c = pool.get().await.unwrap();
-                    let k = fresh("floor");
-                    let ins = c
-                        .prepare_cached(
-                            "INSERT INTO intentkey_records (key, fingerprint, tenant_id, \
-                             action_type, status, owner_token, created_at, lookups) VALUES \
-                             ($1, 'fp', 't', 'a', 'in_flight', \
-                             '0123456789abcdef0123456789abcdef', 1700000000, 0) \
-                             ON CONFLICT (key) DO NOTHING",
-                        )
-                        .await
-                        .unwrap();
-                    let upd = c
-                        .prepare_cached(
-                            "UPDATE intentkey_records SET status = 'done', response_status = \
-                             201, response_content_type = 'application/json', \
-                             response_body_bytes = $2, expires_at = 1700086400, \
-                             next_lookup_at = NULL WHERE key = $1",
-                        )
-                        .await
-                        .unwrap();
-                    assert_eq!(c.execute(&ins, &[&k]).await.unwrap(), 1);
-                    assert_eq!(c.execute(&upd, &[&k, &ANSWER.as_bytes()]).await.unwrap(), 1);
-                })
+                Box::pin(async move { two_commits(&pool, &fresh("floor")).await })
             }),
         ));
     }
