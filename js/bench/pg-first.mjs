@@ -2,8 +2,8 @@
 // npm run bench:pg-first [-- --rounds R --calls N --async-commit]
 //
 // Where a PostgreSQL first request's time goes, layer by layer, in one process
-// and one run (rounds alternate the layers; a figure is the median round's µs
-// per call, each call a new key):
+// and one run (the layers take turns call by call, ROUNDS × CALLS calls each,
+// each call a new key; a figure is a quantile of the calls' µs):
 //   - two bare commits: the HTTP bench's floor (a bare INSERT … ON CONFLICT DO
 //     NOTHING of 8 columns, then a bare UPDATE writing the answer), prepared;
 //   - the core's insert + complete: its two statements (the claim's insert of
@@ -126,26 +126,30 @@ try {
   const results = Object.fromEntries(Object.keys(layers).map((k) => [k, []]));
   // One warm-up round (prepared statements, the component's code).
   for (const f of Object.values(layers)) for (let i = 0; i < 100; i++) await f();
+  // The layers take turns call by call: a slow moment of the disk or the
+  // machine falls on all of them alike.
+  const entries = Object.entries(layers);
   for (let round = 0; round < ROUNDS; round++) {
-    const names = Object.keys(layers);
-    for (let j = 0; j < names.length; j++) {
-      const name = names[(j + round) % names.length];
-      const f = layers[name];
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < CALLS; i++) await f();
-      results[name].push(Number(process.hrtime.bigint() - t0) / CALLS / 1000);
+    for (let i = 0; i < CALLS; i++) {
+      for (const [name, f] of entries) {
+        const t0 = process.hrtime.bigint();
+        await f();
+        results[name].push(Number(process.hrtime.bigint() - t0) / 1000);
+      }
     }
   }
-  console.log(`${ROUNDS} rounds × ${CALLS} calls per layer, one at a time, a new key each${ASYNC_COMMIT ? ', synchronous_commit off' : ''}; median round, µs per call\n`);
-  console.log('| layer | µs per call | over the layer above | over the floor |');
-  console.log('|---|---|---|---|');
+  const quantile = (xs, q) => xs[Math.round((xs.length - 1) * q)];
+  console.log(`${ROUNDS * CALLS} calls per layer, the layers taking turns call by call, a new key each${ASYNC_COMMIT ? ', synchronous_commit off' : ''}; µs per call\n`);
+  console.log('| layer | p25 | median | p75 | median over the layer above | over the floor |');
+  console.log('|---|---|---|---|---|---|');
   let previous = null;
   let floor = null;
   for (const [name, xs] of Object.entries(results)) {
-    const m = xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    xs.sort((a, b) => a - b);
+    const m = quantile(xs, 0.5);
     floor ??= m;
     const above = previous === null ? '—' : `${m >= previous ? '+' : ''}${(m - previous).toFixed(1)}`;
-    console.log(`| ${name} | ${m.toFixed(1)} | ${above} | ${(m / floor).toFixed(2)}× |`);
+    console.log(`| ${name} | ${quantile(xs, 0.25).toFixed(1)} | ${m.toFixed(1)} | ${quantile(xs, 0.75).toFixed(1)} | ${above} | ${(m / floor).toFixed(2)}× |`);
     previous = m;
   }
 } finally {
