@@ -2,8 +2,9 @@
 // npm run bench:pg-first [-- --rounds R --calls N --async-commit]
 //
 // Where a PostgreSQL first request's time goes, layer by layer, in one process
-// and one run (the layers take turns call by call, ROUNDS × CALLS calls each,
-// each call a new key; a figure is a quantile of the calls' µs):
+// and one run (the layers take turns call by call, in an order shuffled at each
+// turn, ROUNDS × CALLS calls each, each call a new key; a figure is a quantile
+// of the calls' µs):
 //   - two bare commits: the HTTP bench's floor (a bare INSERT … ON CONFLICT DO
 //     NOTHING of 8 columns, then a bare UPDATE writing the answer), prepared;
 //   - the core's insert + complete: its two statements (the claim's insert of
@@ -127,10 +128,24 @@ try {
   // One warm-up round (prepared statements, the component's code).
   for (const f of Object.values(layers)) for (let i = 0; i < 100; i++) await f();
   // The layers take turns call by call: a slow moment of the disk or the
-  // machine falls on all of them alike.
+  // machine falls on all of them alike. Their order is shuffled at each turn
+  // (Fisher–Yates, a fixed-seed xorshift: the same in every run): a call costs
+  // a few µs more right after some others, which a fixed order would charge
+  // to the same layer every time.
   const entries = Object.entries(layers);
+  let seed = 0x9e3779b9;
+  const next = () => {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    return seed >>> 0;
+  };
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < CALLS; i++) {
+      for (let j = entries.length - 1; j > 0; j--) {
+        const k = next() % (j + 1);
+        [entries[j], entries[k]] = [entries[k], entries[j]];
+      }
       for (const [name, f] of entries) {
         const t0 = process.hrtime.bigint();
         await f();

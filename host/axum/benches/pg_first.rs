@@ -6,8 +6,10 @@
 //! ```
 //!
 //! The layers take turns call by call (so that a slow moment of the disk
-//! falls on all of them alike), `rounds × calls` calls each, each call a new
-//! key; a figure is a quantile of the calls' µs:
+//! falls on all of them alike), in an order shuffled at each turn (a call
+//! costs a few µs more right after some others: a fixed order charges that
+//! to the same layer every time), `rounds × calls` calls each, each call a
+//! new key; a figure is a quantile of the calls' µs:
 //!
 //! - **two commits, the store's table**: the floor of `benches/layer.rs`, a
 //!   bare `INSERT … ON CONFLICT DO NOTHING` of eight columns and a bare
@@ -186,6 +188,26 @@ fn layer(name: &'static str, call: Call) -> Layer {
         name,
         call,
         samples: Vec::new(),
+    }
+}
+
+/// A fixed-seed xorshift, to shuffle the layers' order at each turn the
+/// same way in every run (Fisher–Yates).
+struct Shuffle(u64);
+
+impl Shuffle {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn apply(&mut self, order: &mut [usize]) {
+        for i in (1..order.len()).rev() {
+            let j = usize::try_from(self.next() % (i as u64 + 1)).unwrap();
+            order.swap(i, j);
+        }
     }
 }
 
@@ -371,11 +393,18 @@ fn main() {
         }
     });
     // The layers take turns call by call: a slow moment of the disk or the
-    // machine falls on all of them alike.
+    // machine falls on all of them alike. Their order is shuffled at each
+    // turn: a call costs a few µs more right after some others (the state
+    // they leave in the caches and the connections), which a fixed order
+    // would charge to the same layer every time.
+    let mut order: Vec<usize> = (0..layers.len()).collect();
+    let mut shuffle = Shuffle(0x9e37_79b9_7f4a_7c15);
     rt.block_on(async {
         for round in 0..rounds {
             for _ in 0..calls {
-                for l in &mut layers {
+                shuffle.apply(&mut order);
+                for &i in &order {
+                    let l = &mut layers[i];
                     let started = Instant::now();
                     (l.call)().await;
                     l.samples.push(started.elapsed().as_secs_f64() * 1e6);
