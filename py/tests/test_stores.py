@@ -6,6 +6,7 @@ races for one key, migrations and the store errors."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import tempfile
@@ -556,9 +557,24 @@ def test_schema_arguments_are_checked() -> None:
 
 
 def test_the_claim_statement_decodes() -> None:
-    # The PostgreSQL claim statement's row: inserted, then the record columns.
-    assert isinstance(schema.sql_decode_claim([1] + [None] * 15), schema.Won)
+    # The PostgreSQL claim statement's row: inserted, then the record it lost
+    # to as one JSON column (row_to_json, bytea as the server writes it).
+    assert isinstance(schema.sql_decode_claim([1, None]), schema.Won)
+    assert isinstance(schema.sql_decode_claim([0, None]), schema.Lost)
     rec = record("k")
+    columns = {"key": "k", "fingerprint": "fp", "tenant_id": "tenant-acme", "action_type": "pix.send",
+               "status": "in_flight", "owner_token": "a" * 32, "response_status": None,
+               "response_content_type": None, "response_headers": None, "response_body": None,
+               "response_body_bytes": None, "created_at": T, "expires_at": None, "lookups": 0,
+               "next_lookup_at": None}
+    decoded = schema.sql_decode_claim([0, json.dumps(columns)])
+    assert isinstance(decoded, schema.Existing) and decoded.record == rec
+    del columns["lookups"]
+    with pytest.raises(ik.StoreError) as bad:
+        schema.sql_decode_claim([0, json.dumps(columns)])
+    assert bad.value.kind == "failed" and "no column lookups" in bad.value.message
+    # A row of inserted and the record columns is read too.
+    assert isinstance(schema.sql_decode_claim([1] + [None] * 15), schema.Won)
     row = [0, "k", "fp", "tenant-acme", "pix.send", "in_flight", "a" * 32, None, None, None, None, None, T, None, 0, None]
     decoded = schema.sql_decode_claim(row)
     assert isinstance(decoded, schema.Existing) and decoded.record == rec

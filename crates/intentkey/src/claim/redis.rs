@@ -410,23 +410,7 @@ fn optional_number(key: &str, field: &str, s: &str) -> crate::Result<Option<i64>
 }
 
 fn from_hex(key: &str, hex: &str) -> crate::Result<Vec<u8>> {
-    let digit = |b: u8| match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    };
-    let bytes = hex.as_bytes();
-    if !bytes.len().is_multiple_of(2) {
-        return Err(malformed(key, "its body is not hex"));
-    }
-    bytes
-        .chunks(2)
-        .map(|pair| match (digit(pair[0]), digit(pair[1])) {
-            (Some(hi), Some(lo)) => Ok(hi << 4 | lo),
-            _ => Err(malformed(key, "its body is not hex")),
-        })
-        .collect()
+    crate::key::from_hex(hex).ok_or_else(|| malformed(key, "its body is not hex"))
 }
 
 /// Reads a record's value back (`key` is the record's key, without the prefix).

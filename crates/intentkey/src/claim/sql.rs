@@ -985,7 +985,32 @@ pub enum Claimed {
     Existing(Box<Record>),
 }
 
-/// The row of [`Kind::Claim`]: `inserted` (1 or 0), then [`COLUMNS`].
+/// The row of [`Kind::Claim`]: `inserted` (1 or 0), then the record it
+/// lost to as one JSON text column (PostgreSQL's `row_to_json`: the columns
+/// by name, `response_body_bytes` as PostgreSQL writes `bytea` as text, in
+/// its hex or its escape format), NULL when the insert won or the winner is
+/// not visible to the statement. A row of `inserted` and the record's
+/// [`COLUMNS`] is read too.
+///
+/// ```
+/// use intentkey::claim::sql::{decode_claim, Claimed, Value};
+///
+/// assert_eq!(decode_claim(&[Value::Integer(1), Value::Null])?, Claimed::Won);
+/// assert_eq!(decode_claim(&[Value::Integer(0), Value::Null])?, Claimed::Lost);
+/// let lost_to = r#"{"key":"k1","fingerprint":"fp","tenant_id":"t1","action_type":"POST /orders",
+///     "status":"done","owner_token":"ab","response_status":201,
+///     "response_content_type":"application/json","response_headers":"[]","response_body":null,
+///     "response_body_bytes":"\\x7b7d","created_at":1700000000,"expires_at":1700086400,
+///     "lookups":0,"next_lookup_at":null}"#;
+/// let Claimed::Existing(record) = decode_claim(&[Value::Integer(0), Value::Text(lost_to.into())])? else {
+///     panic!("the record it lost to");
+/// };
+/// assert_eq!(record.response.unwrap().body, b"{}");
+///
+/// let err = decode_claim(&[Value::Integer(0), Value::Text("[1]".into())]).unwrap_err();
+/// assert_eq!(err.code().as_str(), "store-failed");
+/// # Ok::<(), intentkey::Error>(())
+/// ```
 ///
 /// # Errors
 /// `store-failed` for a row this build cannot read.
@@ -994,6 +1019,9 @@ pub fn decode_claim(row: &[Value]) -> crate::Result<Claimed> {
         Some(Value::Integer(1)) => Ok(Claimed::Won),
         Some(Value::Integer(0)) => match row.get(1) {
             Some(Value::Null) => Ok(Claimed::Lost),
+            Some(Value::Text(json)) if row.len() == 2 => {
+                decode_json_row(json).map(|r| Claimed::Existing(Box::new(r)))
+            }
             _ => decode_row(&row[1..]).map(|r| Claimed::Existing(Box::new(r))),
         },
         _ => Err(bad_row(
@@ -1002,6 +1030,81 @@ pub fn decode_claim(row: &[Value]) -> crate::Result<Claimed> {
             "the claim row does not start with inserted (1 or 0)",
         )),
     }
+}
+
+/// A record written as one JSON object by the claim statement: each of
+/// [`COLUMNS`] by name (text, an integer or null; `response_body_bytes` as
+/// `bytea` text, [`bytea_from_text`]), read as [`decode_row`] reads the
+/// columns.
+fn decode_json_row(json: &str) -> crate::Result<Record> {
+    use serde_json::Value as Json;
+    let object: serde_json::Map<String, Json> = serde_json::from_str(json).map_err(|e| {
+        bad_row(
+            "?",
+            "claim",
+            &format!("the record the claim lost to is not a JSON object of its columns ({e})"),
+        )
+    })?;
+    let key = object.get("key").and_then(Json::as_str).unwrap_or("?");
+    let values = COLUMNS
+        .iter()
+        .map(|&column| match object.get(column) {
+            None => Err(bad_row(
+                key,
+                column,
+                &format!("the claim's record has no column {column}"),
+            )),
+            Some(Json::Null) => Ok(Value::Null),
+            Some(Json::String(text)) if column == "response_body_bytes" => bytea_from_text(text)
+                .map(Value::Bytes)
+                .ok_or_else(|| bad_row(key, column, "it is not bytea text (hex `\\x…` or escape)")),
+            Some(Json::String(text)) => Ok(Value::Text(text.clone())),
+            Some(Json::Number(n)) => n
+                .as_i64()
+                .map(Value::Integer)
+                .ok_or_else(|| bad_row(key, column, &format!("it is not an integer ({n})"))),
+            Some(_) => Err(bad_row(
+                key,
+                column,
+                "it is neither text, an integer nor null",
+            )),
+        })
+        .collect::<crate::Result<Vec<Value>>>()?;
+    decode_row(&values)
+}
+
+/// The bytes of PostgreSQL's text form of a `bytea`, in either of its
+/// output formats (`bytea_output`): hex (`\x` then two hex digits a byte)
+/// or escape (`\\` for a backslash, `\` and three octal digits for a
+/// byte, any other byte as itself). `None` for text in neither.
+fn bytea_from_text(text: &str) -> Option<Vec<u8>> {
+    if let Some(hex) = text.strip_prefix("\\x") {
+        return crate::key::from_hex(hex);
+    }
+    let octal = |b: u8| (b'0'..=b'7').contains(&b).then(|| b - b'0');
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        if b != b'\\' {
+            bytes.push(b);
+            continue;
+        }
+        match rest {
+            [b'\\', tail @ ..] => {
+                bytes.push(b'\\');
+                rest = tail;
+            }
+            [a, b, c, tail @ ..] => {
+                let value =
+                    u16::from(octal(*a)?) << 6 | u16::from(octal(*b)?) << 3 | u16::from(octal(*c)?);
+                bytes.push(u8::try_from(value).ok()?);
+                rest = tail;
+            }
+            _ => return None,
+        }
+    }
+    Some(bytes)
 }
 
 #[cfg(test)]
@@ -1169,6 +1272,115 @@ mod tests {
         assert_eq!(decode_claim(&lost), Ok(Claimed::Lost));
         lost[0] = Value::Integer(1);
         assert_eq!(decode_claim(&lost), Ok(Claimed::Won));
+    }
+
+    /// The JSON object PostgreSQL's claim statement writes for `r`
+    /// (`row_to_json` of its columns, the body in hex).
+    fn json_of(r: &Record) -> String {
+        let row = row_of(r);
+        let object: serde_json::Map<String, serde_json::Value> = COLUMNS
+            .iter()
+            .zip(row)
+            .map(|(&column, value)| {
+                let json = match value {
+                    Value::Null => serde_json::Value::Null,
+                    Value::Integer(n) => n.into(),
+                    Value::Text(t) => t.into(),
+                    Value::Bytes(b) => format!("\\x{}", crate::key::to_hex(&b)).into(),
+                };
+                (column.to_owned(), json)
+            })
+            .collect();
+        serde_json::Value::Object(object).to_string()
+    }
+
+    #[test]
+    fn a_claim_reads_the_record_it_lost_to_from_one_json_column() {
+        let mut r = record();
+        let lost_to = |r: &Record| vec![Value::Integer(0), Value::Text(json_of(r))];
+        assert_eq!(
+            decode_claim(&lost_to(&r)),
+            Ok(Claimed::Existing(Box::new(r.clone())))
+        );
+        r.complete(
+            Response::new(200, "application/pdf", vec![0, 255, 10]).with_header("Location", "/x"),
+            8,
+            60,
+        );
+        assert_eq!(
+            decode_claim(&lost_to(&r)),
+            Ok(Claimed::Existing(Box::new(r.clone())))
+        );
+        assert_eq!(
+            decode_claim(&[Value::Integer(0), Value::Null]),
+            Ok(Claimed::Lost)
+        );
+        assert_eq!(
+            decode_claim(&[Value::Integer(1), Value::Null]),
+            Ok(Claimed::Won)
+        );
+        // A record written before the bodies were bytes: its text body.
+        let legacy = json_of(&r)
+            .replace(r#""response_body":null"#, r#""response_body":"old""#)
+            .replace(
+                r#""response_body_bytes":"\\x00ff0a""#,
+                r#""response_body_bytes":null"#,
+            );
+        let Ok(Claimed::Existing(old)) = decode_claim(&[Value::Integer(0), Value::Text(legacy)])
+        else {
+            panic!("a legacy record is read");
+        };
+        assert_eq!(old.response.unwrap().body, b"old");
+    }
+
+    #[test]
+    fn bytea_text_is_read_in_both_output_formats() {
+        let bytes = [0u8, b'a', b'\\', 0x7f, 0xff, b'"'];
+        assert_eq!(
+            bytea_from_text(r"\x00615c7fff22").as_deref(),
+            Some(&bytes[..])
+        );
+        assert_eq!(
+            bytea_from_text(r"\x00615C7FFF22").as_deref(),
+            Some(&bytes[..])
+        );
+        assert_eq!(
+            bytea_from_text(r#"\000a\\\177\377""#).as_deref(),
+            Some(&bytes[..])
+        );
+        assert_eq!(bytea_from_text(r"\x").as_deref(), Some(&[][..]));
+        assert_eq!(bytea_from_text("").as_deref(), Some(&[][..]));
+    }
+
+    #[test]
+    fn a_claim_json_column_that_is_not_the_record_names_what_is_wrong() {
+        let r = record();
+        let bad = |json: String| decode_claim(&[Value::Integer(0), Value::Text(json)]).unwrap_err();
+        let e = bad("not json".into());
+        assert_eq!(
+            (e.code(), e.field_name()),
+            (ErrorCode::StoreFailed, Some("claim"))
+        );
+        let e = bad(json_of(&r).replace(r#""lookups":0,"#, ""));
+        assert_eq!(
+            (e.code(), e.field_name()),
+            (ErrorCode::StoreFailed, Some("lookups"))
+        );
+        assert!(e.message().contains("record k:"), "{}", e.message());
+        let e = bad(json_of(&r).replace(r#""created_at":7"#, r#""created_at":7.5"#));
+        assert_eq!(e.field_name(), Some("created_at"));
+        for not_bytea in [r"\x0", r"\xzz", r"\9", r"a\", r"\1", r"\400", r"\38a"] {
+            let e = bad(json_of(&r).replace(
+                r#""response_body_bytes":null"#,
+                &format!(
+                    r#""response_body_bytes":{}"#,
+                    serde_json::Value::from(not_bytea)
+                ),
+            ));
+            assert_eq!(e.field_name(), Some("response_body_bytes"), "{not_bytea}");
+        }
+        let e = bad(json_of(&r).replace(r#""status":"in_flight""#, r#""status":["in_flight"]"#));
+        assert_eq!(e.field_name(), Some("status"));
     }
 
     #[test]
