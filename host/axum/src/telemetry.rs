@@ -45,7 +45,8 @@ pub(crate) fn served(
     span.record(names::DECISION, primary);
     span.record(names::WAIT_MS, u64::from(served.waited_ms));
     span.record(names::STORE_MS, store_ms);
-    if let Some(key) = key {
+    // The digest is worked out only for a span a subscriber records.
+    if let (Some(key), false) = (key, span.is_disabled()) {
         span.record(names::KEY_DIGEST, telemetry::key_digest(key).as_str());
     }
     tracing::debug!(parent: span, decision = primary, "intentkey decision");

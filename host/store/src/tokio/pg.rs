@@ -192,11 +192,11 @@ impl PgStore {
     }
 
     async fn query(
-        &self,
+        pool: &Pool,
         kind: Kind,
         values: Vec<Value>,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        let client = Self::client(&self.pool).await?;
+        let client = Self::client(pool).await?;
         let statement = client
             .prepare_cached(text(kind)?)
             .await
@@ -213,20 +213,20 @@ impl AsyncStore for PgStore {
     /// Run to its end even if its caller gives up, tracked until then
     /// (see `inserting`).
     fn insert(&self, record: Record) -> StoreFuture<'_, bool> {
-        let store = self.clone();
+        let pool = self.pool.clone();
         let params = sql::insert_params(&record);
         self.inserting.run(&record, async move {
-            Ok(Self::execute(&store.pool, Kind::Insert, params).await? == 1)
+            Ok(Self::execute(&pool, Kind::Insert, params).await? == 1)
         })
     }
 
     /// One statement: the insert, and the record it lost to (the core's
     /// `claim`); run like [`AsyncStore::insert`].
     fn claim_insert(&self, record: Record) -> StoreFuture<'_, Inserted> {
-        let store = self.clone();
+        let pool = self.pool.clone();
         let params = sql::insert_params(&record);
         self.inserting.run(&record, async move {
-            let rows = store.query(Kind::Claim, params).await?;
+            let rows = Self::query(&pool, Kind::Claim, params).await?;
             let row = rows.first().ok_or_else(|| {
                 StoreError::fatal("postgres: the claim statement answered no row")
             })?;
@@ -240,7 +240,7 @@ impl AsyncStore for PgStore {
 
     fn get(&self, key: String) -> StoreFuture<'_, Option<Record>> {
         Box::pin(async move {
-            let rows = self.query(Kind::Get, sql::get_params(&key)).await?;
+            let rows = Self::query(&self.pool, Kind::Get, sql::get_params(&key)).await?;
             rows.first().map(read_row).transpose()
         })
     }
@@ -282,7 +282,7 @@ impl AsyncStore for PgStore {
     fn list(&self, status: Option<Status>, limit: u32) -> StoreFuture<'_, Vec<Record>> {
         Box::pin(async move {
             let params = sql::list_params(status, u64::from(limit));
-            let rows = self.query(Kind::List, params).await?;
+            let rows = Self::query(&self.pool, Kind::List, params).await?;
             rows.iter().map(read_row).collect()
         })
     }
@@ -300,9 +300,8 @@ impl AsyncStore for PgStore {
     /// The core's `count` statement (it reads the status index).
     fn count(&self, status: Status) -> StoreFuture<'_, Option<u64>> {
         Box::pin(async move {
-            let rows = self
-                .query(Kind::Count, sql::count_params(Some(status)))
-                .await?;
+            let rows =
+                Self::query(&self.pool, Kind::Count, sql::count_params(Some(status))).await?;
             let mut total = 0;
             for row in &rows {
                 let values = crate::pg_sql::row_values(row)?;
