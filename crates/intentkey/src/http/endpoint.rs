@@ -76,7 +76,9 @@ pub enum Admission {
 #[derive(Clone)]
 pub struct Endpoint {
     keyring: Keyring,
-    options: Options,
+    /// Shared with every serve flow of the endpoint (one request's
+    /// flow holds it, not a copy).
+    options: std::sync::Arc<Options>,
     policies: Vec<(String, Policy)>,
 }
 
@@ -130,7 +132,7 @@ impl Endpoint {
     pub fn with_keyring(keyring: Keyring, options: Options) -> Self {
         Endpoint {
             keyring,
-            options,
+            options: std::sync::Arc::new(options),
             policies: Vec::new(),
         }
     }
@@ -179,13 +181,19 @@ impl Endpoint {
     /// `invalid-argument` (field `wait-max-ms`) past
     /// [`crate::claim::WAIT_MAX_MS_LIMIT`].
     pub fn with_wait(mut self, max_ms: u32) -> Result<Self> {
-        self.options.wait_max_ms = crate::claim::check_wait_max_ms("wait-max-ms", max_ms)?;
+        std::sync::Arc::make_mut(&mut self.options).wait_max_ms =
+            crate::claim::check_wait_max_ms("wait-max-ms", max_ms)?;
         Ok(self)
     }
 
     /// The options.
     pub fn options(&self) -> &Options {
         &self.options
+    }
+
+    /// The options, shared (what a serve flow holds).
+    pub(crate) fn shared_options(&self) -> std::sync::Arc<Options> {
+        std::sync::Arc::clone(&self.options)
     }
 
     /// The profile's key header name, as the profile spells it.

@@ -211,7 +211,7 @@ enum Stage {
 /// See the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct ServeFlow {
-    options: Options,
+    options: std::sync::Arc<Options>,
     rules: Rules,
     admission: Option<Admission>,
     attempt: Option<Attempt>,
@@ -245,7 +245,7 @@ impl ServeFlow {
     ) -> Result<Self> {
         let admission = endpoint.admit(request, now)?;
         Ok(ServeFlow {
-            options: endpoint.options().clone(),
+            options: endpoint.shared_options(),
             rules,
             admission: Some(admission),
             attempt: None,
