@@ -96,21 +96,25 @@ pub(crate) fn to_hex(bytes: &[u8]) -> String {
     String::from_utf8(hex).unwrap_or_default()
 }
 
-/// The bytes of hex text (either case), or `None` when it is not hex.
-pub(crate) fn from_hex(hex: &str) -> Option<Vec<u8>> {
-    let digit = |b: u8| match b {
+/// The value of one hex digit (either case), or `None`.
+pub(crate) fn hex_digit(b: u8) -> Option<u8> {
+    match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
         b'A'..=b'F' => Some(b - b'A' + 10),
         _ => None,
-    };
+    }
+}
+
+/// The bytes of hex text (either case), or `None` when it is not hex.
+pub(crate) fn from_hex(hex: &str) -> Option<Vec<u8>> {
     let bytes = hex.as_bytes();
     if !bytes.len().is_multiple_of(2) {
         return None;
     }
     bytes
         .chunks_exact(2)
-        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .map(|pair| Some(hex_digit(pair[0])? << 4 | hex_digit(pair[1])?))
         .collect()
 }
 

@@ -55,8 +55,8 @@ impl Secret {
         // exact, so the vector never reallocates (which would leave a copy).
         let mut bytes = Zeroizing::new(Vec::with_capacity(hex.len() / 2));
         for pair in hex.as_bytes().chunks_exact(2) {
-            let hi = hex_value(pair[0]).ok_or_else(bad)?;
-            let lo = hex_value(pair[1]).ok_or_else(bad)?;
+            let hi = crate::key::hex_digit(pair[0]).ok_or_else(bad)?;
+            let lo = crate::key::hex_digit(pair[1]).ok_or_else(bad)?;
             bytes.push(hi << 4 | lo);
         }
         Secret::from_wiped(bytes)
@@ -79,15 +79,6 @@ impl Secret {
     /// The secret bytes, for keying a MAC.
     pub(crate) fn expose(&self) -> &[u8] {
         &self.0
-    }
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
     }
 }
 

@@ -27,14 +27,6 @@ use common::{attempt, PgSchema};
 
 const NOW: i64 = 1_700_000_000;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Three runs of one attempt, one after the other: one effect, then replays.
 async fn runs_once_in_sequence(store: &dyn AsyncStore) {
     let guard = AsyncGuard::new(store);
@@ -180,7 +172,7 @@ async fn recovers_a_crashed_run(store: &dyn AsyncStore) {
 
 #[test]
 fn the_async_guard_runs_an_effect_once_on_the_memory_store() {
-    runtime().block_on(async {
+    common::runtime(4).block_on(async {
         runs_once_in_sequence(&memory()).await;
         runs_once_concurrently(Arc::new(memory())).await;
         recovers_a_crashed_run(&memory()).await;
@@ -193,7 +185,7 @@ fn the_async_guard_runs_an_effect_once_on_postgres() {
         return;
     };
     let url = schema.url();
-    runtime().block_on(async {
+    common::runtime(4).block_on(async {
         let store = PgStore::connect(&url, 8).await.unwrap();
         runs_once_in_sequence(&store).await;
         runs_once_concurrently(Arc::new(store.clone())).await;
@@ -208,7 +200,7 @@ fn the_async_guard_runs_an_effect_once_on_mysql() {
         return;
     };
     let url = db.url();
-    runtime().block_on(async {
+    common::runtime(4).block_on(async {
         let store = AsyncMysqlStore::connect(&url, 8).await.unwrap();
         runs_once_in_sequence(&store).await;
         runs_once_concurrently(Arc::new(store.clone())).await;

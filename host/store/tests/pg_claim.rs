@@ -16,14 +16,6 @@ use common::{attempt, PgSchema};
 
 const NOW: i64 = 1_700_000_000;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Every byte value, and the ones each text format escapes.
 fn binary_body() -> Vec<u8> {
     let mut body: Vec<u8> = (0..=255).collect();
@@ -36,7 +28,7 @@ fn a_claim_that_loses_reads_the_record_it_lost_to_in_either_bytea_format() {
     let Some(schema) = PgSchema::new("pg_claim") else {
         return;
     };
-    runtime().block_on(async {
+    common::runtime(2).block_on(async {
         for format in ["hex", "escape"] {
             let url = format!("{}%20-cbytea_output%3D{format}", schema.url());
             let store = PgStore::connect(&url, 2).await.unwrap();

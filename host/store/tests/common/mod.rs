@@ -69,6 +69,15 @@ pub fn skipped(why: &str) {
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
 }
 
+/// A multi-threaded tokio runtime of `workers` threads, with its timers and I/O.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 pub fn rand_u32() -> u32 {
     let mut b = [0u8; 4];
     getrandom::fill(&mut b).unwrap();
