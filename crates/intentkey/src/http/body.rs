@@ -160,17 +160,15 @@ fn json(text: &[u8], policy: Option<&Policy>) -> Result<Vec<u8>> {
     if let (Some(policy), Value::Object(members)) = (policy, &mut value) {
         members.retain(|name, _| policy.field(name) != Some(FieldClass::Ignored));
     }
-    // The workspace parses numbers with arbitrary precision: the
-    // canonicalizer reads each literal as a double and prints it the
-    // ECMAScript way, as RFC 8785 says (checked by the RFC's own vectors in
-    // tests/http_fingerprint.rs).
-    serde_json_canonicalizer::to_vec(&value).map_err(|_| {
+    let mut out = Vec::with_capacity(text.len());
+    super::jcs::write_value(&mut out, &value).map_err(|_| {
         Error::field(
             ErrorCode::InvalidJson,
             "body",
             "the request body holds a number beyond the double range, which RFC 8785 (I-JSON) cannot represent; send it as a string",
         )
-    })
+    })?;
+    Ok(out)
 }
 
 /// The sorted `[name, value]` pairs of a form as canonical JSON, or `None`

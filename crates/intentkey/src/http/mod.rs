@@ -113,6 +113,7 @@ pub mod body;
 pub mod endpoint;
 pub mod fingerprint;
 pub mod header;
+mod jcs;
 pub mod openapi;
 pub mod profile;
 pub mod reply;
