@@ -1,9 +1,5 @@
 //! The three key modes and the fingerprint, keyed by one secret under one policy.
 
-use std::sync::OnceLock;
-
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use crate::canonical::{needs_escape, write_escaped, write_str, write_value};
@@ -11,10 +7,8 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::key::{to_hex, Key, KeyLength};
 use crate::payload::Payload;
 use crate::policy::{FieldClass, Policy};
-use crate::secret::Secret;
+use crate::secret::{KeyedMac, Secret};
 use crate::sink::Bytes;
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// Domain label of `intent-hmac` material.
 pub const INTENT_HMAC_LABEL: &str = "intentkey/intent-hmac/v1";
@@ -102,7 +96,7 @@ impl std::fmt::Display for Fingerprint {
 /// ```
 #[derive(Clone)]
 pub struct Deriver {
-    mac: HmacSha256,
+    mac: KeyedMac,
     policy: Policy,
 }
 
@@ -115,29 +109,13 @@ impl std::fmt::Debug for Deriver {
     }
 }
 
-impl Drop for Deriver {
-    fn drop(&mut self) {
-        // Overwrite the keyed state with the unkeyed one; `black_box` keeps
-        // the compiler from dropping the write as dead (no unsafe needed).
-        self.mac.clone_from(blank_mac());
-        std::hint::black_box(&self.mac);
-    }
-}
-
-/// The unkeyed HMAC, made once, copied over a dropped `Deriver`'s keyed state.
-fn blank_mac() -> &'static HmacSha256 {
-    static BLANK: OnceLock<HmacSha256> = OnceLock::new();
-    BLANK.get_or_init(unkeyed_hmac)
-}
-
 impl Deriver {
     /// Keys the HMAC with `secret` and takes the policy.
     pub fn new(secret: &Secret, policy: Policy) -> Self {
-        // HMAC accepts keys of any length, so new_from_slice cannot fail; the
-        // fallback keeps the core free of panics all the same.
-        let mac =
-            <HmacSha256 as Mac>::new_from_slice(secret.expose()).unwrap_or_else(|_| unkeyed_hmac());
-        Deriver { mac, policy }
+        Deriver {
+            mac: secret.keyed().clone(),
+            policy,
+        }
     }
 
     /// The policy in use.
@@ -236,9 +214,7 @@ impl Deriver {
     }
 
     pub(crate) fn mac_of(&self, material: &[u8]) -> [u8; 32] {
-        let mut mac = self.mac.clone();
-        mac.update(material);
-        mac.finalize().into_bytes().into()
+        self.mac.mac(material)
     }
 
     fn write_head(&self, out: &mut Vec<u8>, tenant_id: &str, action_type: &str) -> Result<()> {
@@ -329,11 +305,6 @@ impl Deriver {
         }
         Ok(())
     }
-}
-
-/// An HMAC keyed with the all-zero block (the same as the empty key).
-fn unkeyed_hmac() -> HmacSha256 {
-    <HmacSha256 as hmac::digest::KeyInit>::new(&Default::default())
 }
 
 pub(crate) fn check_tenant(tenant_id: &str) -> Result<()> {

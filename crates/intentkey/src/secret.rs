@@ -1,7 +1,10 @@
-//! The HMAC secret: at least 32 bytes, never printed, wiped on drop.
+//! The HMAC secret: at least 32 bytes, never printed, kept only as the HMAC it keys.
 
 use std::fmt;
+use std::sync::OnceLock;
 
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use zeroize::Zeroizing;
 
 use crate::error::{Error, ErrorCode, Result};
@@ -12,9 +15,11 @@ pub const MIN_SECRET_LEN: usize = 32;
 /// A server secret for HMAC-SHA256 keys and fingerprints.
 ///
 /// It is what stops anyone holding the key table from enumerating plausible
-/// payloads. Its `Debug` output is redacted, no error ever carries its bytes,
-/// and its bytes are overwritten with zeros when it is dropped (so is every
-/// copy the constructors make on the way, even when they refuse the input).
+/// payloads. Its `Debug` output is redacted and no error ever carries its
+/// bytes. It keeps only HMAC-SHA256 keyed with them (keyed once, not for
+/// each MAC): the bytes, and every copy the constructors make on the way
+/// (even when they refuse the input), are overwritten with zeros once that
+/// is done, and the keyed state is overwritten when the secret is dropped.
 ///
 /// ```
 /// use intentkey::Secret;
@@ -23,7 +28,11 @@ pub const MIN_SECRET_LEN: usize = 32;
 /// assert_eq!(Secret::new(vec![0; 31]).unwrap_err().code().as_str(), "secret-too-short");
 /// ```
 #[derive(Clone)]
-pub struct Secret(Zeroizing<Vec<u8>>);
+pub struct Secret {
+    len: usize,
+    // Only the keyed HMAC state is kept: the bytes are wiped once it is made.
+    mac: KeyedMac,
+}
 
 impl Secret {
     /// Wraps secret bytes, refusing fewer than [`MIN_SECRET_LEN`].
@@ -73,17 +82,58 @@ impl Secret {
                 ),
             ));
         }
-        Ok(Secret(bytes))
+        Ok(Secret {
+            len: bytes.len(),
+            mac: KeyedMac::new(&bytes),
+        })
     }
 
-    /// The secret bytes, for keying a MAC.
-    pub(crate) fn expose(&self) -> &[u8] {
-        &self.0
+    /// HMAC-SHA256 keyed with the secret, keyed once when the secret is made.
+    pub(crate) fn keyed(&self) -> &KeyedMac {
+        &self.mac
     }
 }
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Secret({} bytes, redacted)", self.0.len())
+        write!(f, "Secret({} bytes, redacted)", self.len)
     }
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// HMAC-SHA256 keyed with a secret. Its state (the hashed inner and outer
+/// pads) keys a MAC as the secret does, so it is never printed and is
+/// overwritten with the unkeyed state when dropped. Cloning it saves the two
+/// hash blocks of keying for each MAC.
+#[derive(Clone)]
+pub(crate) struct KeyedMac(HmacSha256);
+
+impl KeyedMac {
+    fn new(key: &[u8]) -> Self {
+        // HMAC accepts keys of any length, so new_from_slice cannot fail; the
+        // fallback keeps the core free of panics all the same.
+        KeyedMac(<HmacSha256 as Mac>::new_from_slice(key).unwrap_or_else(|_| unkeyed()))
+    }
+
+    /// HMAC-SHA256 of `material`.
+    pub(crate) fn mac(&self, material: &[u8]) -> [u8; 32] {
+        let mut mac = self.0.clone();
+        mac.update(material);
+        mac.finalize().into_bytes().into()
+    }
+}
+
+impl Drop for KeyedMac {
+    fn drop(&mut self) {
+        // Overwrite the keyed state with the unkeyed one; `black_box` keeps
+        // the compiler from dropping the write as dead (no unsafe needed).
+        static BLANK: OnceLock<HmacSha256> = OnceLock::new();
+        self.0.clone_from(BLANK.get_or_init(unkeyed));
+        std::hint::black_box(&self.0);
+    }
+}
+
+fn unkeyed() -> HmacSha256 {
+    <HmacSha256 as hmac::digest::KeyInit>::new(&Default::default())
 }

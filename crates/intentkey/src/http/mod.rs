@@ -135,11 +135,7 @@ pub use reply::{Reply, ANSWER_KEPT_HEADER, PROBLEM_TYPE_BASE, REPLAYED_HEADER};
 pub use serve::{Handled, ServeFlow, ServePath, Served};
 pub use storage_key::{storage_key, storage_key_material, CLIENT_KEY_LABEL};
 
-use hmac::{Hmac, Mac};
-
 use crate::claim::OutcomeClass;
-use sha2::Sha256;
-
 use crate::error::{Error, ErrorCode, Result};
 use crate::secret::Secret;
 
@@ -149,12 +145,7 @@ pub const DEFAULT_METHODS: [&str; 2] = ["POST", "PATCH"];
 
 /// HMAC-SHA256 of `material` under `secret`.
 fn hmac(secret: &Secret, material: &[u8]) -> [u8; 32] {
-    // HMAC takes keys of any length: new_from_slice cannot fail. The
-    // fallback (an unkeyed MAC) keeps the core free of panics all the same.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose())
-        .unwrap_or_else(|_| <Hmac<Sha256> as hmac::digest::KeyInit>::new(&Default::default()));
-    mac.update(material);
-    mac.finalize().into_bytes().into()
+    secret.keyed().mac(material)
 }
 
 /// The tenant check of every key and fingerprint: non-empty.
