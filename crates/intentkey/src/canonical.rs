@@ -7,6 +7,8 @@
 //! Python prints the value its `json` module parsed: integer literals exactly,
 //! other numbers as the shortest round-trip double in Python's `repr` style.
 
+use std::cmp::Ordering;
+
 use serde_json::{Number, Value};
 
 use crate::error::{Error, ErrorCode, Result};
@@ -98,11 +100,51 @@ pub(crate) fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
 ///
 /// `field` names the payload member being written, for the error.
 pub fn write_value(out: &mut Vec<u8>, value: &Value, field: &str) -> Result<()> {
+    write_form(out, value, &Python { field })
+}
+
+/// What a canonical form of a parsed value decides; the walk
+/// ([`write_form`]) and the strings' escapes are shared.
+pub(crate) trait Form {
+    /// Why a value has no form (a number out of range, say).
+    type Error;
+    /// Appends a number.
+    fn number(&self, out: &mut Vec<u8>, n: &Number) -> std::result::Result<(), Self::Error>;
+    /// The order of two member names.
+    fn order(a: &str, b: &str) -> Ordering;
+}
+
+/// Python's `json.dumps(…, sort_keys=True)`: names by code point, numbers
+/// as [`write_number`] prints them.
+struct Python<'a> {
+    field: &'a str,
+}
+
+impl Form for Python<'_> {
+    type Error = Error;
+
+    fn number(&self, out: &mut Vec<u8>, n: &Number) -> Result<()> {
+        write_number(out, n, self.field)
+    }
+
+    fn order(a: &str, b: &str) -> Ordering {
+        a.as_bytes().cmp(b.as_bytes())
+    }
+}
+
+/// Appends `value` in `form`: no whitespace, members sorted by the form's
+/// order (the map's own order when it already is: serde_json's map iterates
+/// by code point), strings with [`write_str`]'s escapes.
+pub(crate) fn write_form<F: Form>(
+    out: &mut Vec<u8>,
+    value: &Value,
+    form: &F,
+) -> std::result::Result<(), F::Error> {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(out, n, field)?,
+        Value::Number(n) => form.number(out, n)?,
         Value::String(s) => write_str(out, s),
         Value::Array(items) => {
             out.push(b'[');
@@ -110,23 +152,41 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value, field: &str) -> Result<()> 
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, item, field)?;
+                write_form(out, item, form)?;
             }
             out.push(b']');
         }
         Value::Object(members) => {
-            // serde_json's map is a BTreeMap: iteration is already in code point order.
             out.push(b'{');
-            for (i, (name, item)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, name);
-                out.push(b':');
-                write_value(out, item, field)?;
+            if members
+                .keys()
+                .zip(members.keys().skip(1))
+                .all(|(a, b)| F::order(a, b) == Ordering::Less)
+            {
+                write_members(out, members.iter(), form)?;
+            } else {
+                let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
+                sorted.sort_by(|a, b| F::order(a.0, b.0));
+                write_members(out, sorted.into_iter(), form)?;
             }
             out.push(b'}');
         }
+    }
+    Ok(())
+}
+
+fn write_members<'a, F: Form>(
+    out: &mut Vec<u8>,
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+    form: &F,
+) -> std::result::Result<(), F::Error> {
+    for (i, (name, value)) in members.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, name);
+        out.push(b':');
+        write_form(out, value, form)?;
     }
     Ok(())
 }

@@ -3,16 +3,17 @@
 //! The rules, from the RFC: members sorted by their names' UTF-16 code
 //! units; numbers as ECMAScript prints the double the literal parses to
 //! (`ryu-js`, the crate made for that format); strings with only the escapes
-//! JSON requires, which are exactly [`write_str`]'s. The output equals
+//! JSON requires, which are exactly the key material's. The walk is the key
+//! material's too ([`write_form`]). The output equals
 //! `serde_json_canonicalizer::to_vec` of the same value (a property test
 //! below holds the two together), without its per-member buffers, boxed
 //! writers and re-parsed names.
 
 use std::cmp::Ordering;
 
-use serde_json::{Map, Value};
+use serde_json::{Number, Value};
 
-use crate::canonical::write_str;
+use crate::canonical::{write_form, Form};
 
 /// A number of the value is beyond the double range (`1e400`), which
 /// RFC 8785 (I-JSON) cannot represent.
@@ -21,64 +22,26 @@ pub(crate) struct OutOfRange;
 
 /// Appends the canonical form of `value` to `out`.
 pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), OutOfRange> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        // `as_f64` parses the literal (the workspace keeps numbers with
-        // arbitrary precision) and is `None` for one that is not finite.
-        Value::Number(n) => {
-            let double = n.as_f64().ok_or(OutOfRange)?;
-            out.extend_from_slice(ryu_js::Buffer::new().format_finite(double).as_bytes());
-        }
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item)?;
-            }
-            out.push(b']');
-        }
-        Value::Object(members) => write_object(out, members)?,
-    }
-    Ok(())
+    write_form(out, value, &Jcs)
 }
 
-fn write_object(out: &mut Vec<u8>, members: &Map<String, Value>) -> Result<(), OutOfRange> {
-    out.push(b'{');
-    // The map iterates in its own order (by code point without serde_json's
-    // `preserve_order`); only an order that is not UTF-16's is sorted again.
-    if members
-        .keys()
-        .zip(members.keys().skip(1))
-        .all(|(a, b)| utf16_order(a, b) == Ordering::Less)
-    {
-        write_members(out, members.iter())?;
-    } else {
-        let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
-        sorted.sort_by(|a, b| utf16_order(a.0, b.0));
-        write_members(out, sorted.into_iter())?;
-    }
-    out.push(b'}');
-    Ok(())
-}
+/// RFC 8785's choices in the shared walk.
+struct Jcs;
 
-fn write_members<'a>(
-    out: &mut Vec<u8>,
-    members: impl Iterator<Item = (&'a String, &'a Value)>,
-) -> Result<(), OutOfRange> {
-    for (i, (name, value)) in members.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(out, name);
-        out.push(b':');
-        write_value(out, value)?;
+impl Form for Jcs {
+    type Error = OutOfRange;
+
+    // `as_f64` parses the literal (the workspace keeps numbers with
+    // arbitrary precision) and is `None` for one that is not finite.
+    fn number(&self, out: &mut Vec<u8>, n: &Number) -> Result<(), OutOfRange> {
+        let double = n.as_f64().ok_or(OutOfRange)?;
+        out.extend_from_slice(ryu_js::Buffer::new().format_finite(double).as_bytes());
+        Ok(())
     }
-    Ok(())
+
+    fn order(a: &str, b: &str) -> Ordering {
+        utf16_order(a, b)
+    }
 }
 
 /// The order of two names by their UTF-16 code units. Below U+E000 that is
