@@ -4,7 +4,7 @@ use subtle::ConstantTimeEq;
 
 use crate::canonical::{needs_escape, write_escaped, write_str, write_value};
 use crate::error::{Error, ErrorCode, Result};
-use crate::key::{to_hex, Key, KeyLength};
+use crate::key::{digest_hex, Key, KeyLength};
 use crate::payload::Payload;
 use crate::policy::{FieldClass, Policy};
 use crate::secret::{KeyedMac, Secret};
@@ -36,7 +36,7 @@ pub struct Fingerprint(String);
 impl Fingerprint {
     /// The fingerprint of an HMAC digest.
     pub(crate) fn from_digest(digest: &[u8; 32]) -> Self {
-        Fingerprint(to_hex(digest))
+        Fingerprint(digest_hex(digest, 64))
     }
 
     /// The fingerprint as 64 lowercase hex.
@@ -210,7 +210,7 @@ impl Deriver {
         payload: &Payload,
     ) -> Result<Fingerprint> {
         let material = self.fingerprint_material(tenant_id, action_type, payload)?;
-        Ok(Fingerprint(to_hex(&self.mac_of(&material))))
+        Ok(Fingerprint::from_digest(&self.mac_of(&material)))
     }
 
     pub(crate) fn mac_of(&self, material: &[u8]) -> [u8; 32] {

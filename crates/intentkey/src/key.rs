@@ -55,11 +55,8 @@ impl KeyLength {
 pub struct Key(String);
 
 impl Key {
-    pub(crate) fn from_digest(digest: &[u8], length: KeyLength) -> Key {
-        let bytes = length.hex_chars().div_ceil(2).min(digest.len());
-        let mut hex = to_hex(&digest[..bytes]);
-        hex.truncate(length.hex_chars());
-        Key(hex)
+    pub(crate) fn from_digest(digest: &[u8; 32], length: KeyLength) -> Key {
+        Key(digest_hex(digest, length.hex_chars()))
     }
 
     /// The key as lowercase hex.
@@ -85,8 +82,21 @@ impl AsRef<str> for Key {
     }
 }
 
+/// The first `chars` (at most 64) lowercase hex characters of a digest,
+/// written on the stack and copied once.
+pub(crate) fn digest_hex(digest: &[u8; 32], chars: usize) -> String {
+    let mut hex = [0u8; 64];
+    for (pair, &b) in hex.chunks_exact_mut(2).zip(digest) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
+    }
+    // Every byte is an ASCII hex digit, so this never falls back.
+    String::from(std::str::from_utf8(&hex[..chars.min(64)]).unwrap_or_default())
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hex = vec![0u8; bytes.len() * 2];
     for (pair, &b) in hex.chunks_exact_mut(2).zip(bytes) {
         pair[0] = HEX[usize::from(b >> 4)];

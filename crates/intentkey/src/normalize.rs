@@ -253,11 +253,53 @@ pub fn text(raw: &str) -> String {
 }
 
 fn text_into(raw: &str, out: &mut impl Sink) {
+    // Most text is ASCII with a few Latin-1 letters, dashes and quotes. For
+    // such text, stripping before NFC is stripping after it: those characters
+    // are NFC-stable starters that compose with nothing, and NFC maps
+    // whitespace only to whitespace (U+2000 and U+2001 to U+2002 and U+2003).
+    // When none of its non-ASCII characters folds, folding it is lowering its
+    // ASCII letters.
+    let stripped = python_strip(raw);
+    match quick_text_folds(stripped) {
+        Some(false) => {
+            let start = out.len();
+            out.push_str(stripped);
+            out.ascii_lowercase_from(start);
+            return;
+        }
+        Some(true) => return casefold_into(stripped, out),
+        None => {}
+    }
     if is_nfc_fast(raw) {
         casefold_into(python_strip(raw), out);
     } else {
         let composed: String = raw.nfc().collect();
         casefold_into(python_strip(&composed), out);
+    }
+}
+
+/// Whether every character of `s` is ASCII or one [`quick_prefix_len`]
+/// covers (`None` when not), and if so whether any of those non-ASCII
+/// characters folds to something else (À..Þ but ×, µ, ß; see [`fold_quick`]).
+fn quick_text_folds(s: &str) -> Option<bool> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut folds = false;
+    loop {
+        i += ascii_prefix_len(&b[i..]);
+        match &b[i..] {
+            [] => return Some(folds),
+            [0xC2, x, ..] => {
+                folds |= *x == 0xB5;
+                i += 2;
+            }
+            [0xC3, x, ..] => {
+                folds |= *x <= 0x9F && *x != 0x97;
+                i += 2;
+            }
+            [0xE2, 0x80, 0x90..=0xA7 | 0xB0..=0xBF, ..] | [0xE2, 0x81, 0x80..=0x9E, ..] => i += 3,
+            _ => return None,
+        }
     }
 }
 
@@ -471,6 +513,20 @@ mod tests {
             let mut icu = String::new();
             let _ = mapper.fold(c.encode_utf8(&mut [0; 4])).write_to(&mut icu);
             assert_eq!(fast, icu, "U+{:04X}", u32::from(c));
+            assert_eq!(
+                quick_text_folds(&c.to_string()),
+                Some(fast != c.to_string()),
+                "U+{:04X}",
+                u32::from(c)
+            );
+        }
+        for c in quick_candidates().filter(|&c| !is_quick(c)) {
+            assert_eq!(
+                quick_text_folds(&format!("a{c}b")),
+                None,
+                "U+{:04X}",
+                u32::from(c)
+            );
         }
     }
 
@@ -510,6 +566,10 @@ mod tests {
             "—\u{301}",
             "‘Ǆ’Σ•ß",
             "\u{2001}\u{2028}\u{205f}",
+            "\u{2000}ÇÉ—\u{2001}",
+            "\u{a0}Ça\u{301}\u{2000}",
+            "ÉTÉ \u{301}",
+            "\u{2000}\u{301}É",
         ] {
             let composed: String = s.nfc().collect();
             let stripped = python_strip(&composed);

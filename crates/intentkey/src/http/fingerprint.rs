@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::canonical::write_str;
 use crate::error::{Error, ErrorCode, Result};
-use crate::key::to_hex;
+use crate::key::digest_hex;
 use crate::policy::Policy;
 use crate::secret::Secret;
 
@@ -93,7 +93,7 @@ pub fn request_fingerprint(
 /// [`request_fingerprint_material`] (so that two secrets, during a
 /// rotation window, canonicalize the body once).
 pub(crate) fn fingerprint_of(secret: &Secret, material: &[u8]) -> RequestFingerprint {
-    RequestFingerprint(to_hex(&hmac(secret, material)))
+    RequestFingerprint(digest_hex(&hmac(secret, material), 64))
 }
 
 /// The bytes [`request_fingerprint`] hashes: the canonical JSON of
