@@ -83,16 +83,27 @@ impl AsRef<str> for Key {
 }
 
 /// The first `chars` (at most 64) lowercase hex characters of a digest,
-/// written on the stack and copied once.
+/// written on the stack from a table of byte pairs and copied once.
 pub(crate) fn digest_hex(digest: &[u8; 32], chars: usize) -> String {
+    let chars = chars.min(64);
     let mut hex = [0u8; 64];
-    for (pair, &b) in hex.chunks_exact_mut(2).zip(digest) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 0xf)];
+    for (pair, &b) in hex.chunks_exact_mut(2).zip(&digest[..chars.div_ceil(2)]) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(b)]);
     }
     // Every byte is an ASCII hex digit, so this never falls back.
-    String::from(std::str::from_utf8(&hex[..chars.min(64)]).unwrap_or_default())
+    String::from(std::str::from_utf8(&hex[..chars]).unwrap_or_default())
 }
+
+/// The two hex digits of every byte.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    let mut pairs = [[0u8; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        pairs[b] = [HEX[b >> 4], HEX[b & 0xf]];
+        b += 1;
+    }
+    pairs
+};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -161,4 +172,30 @@ pub fn uuid_key_from_slice(random: &[u8]) -> Result<Key> {
         )
     })?;
     Ok(uuid_key(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_hex_is_the_hex_of_the_digest_cut_to_length() {
+        let digests: [[u8; 32]; 3] = [
+            std::array::from_fn(|i| i as u8 * 8 + 7),
+            [0xff; 32],
+            std::array::from_fn(|i| (i as u8).wrapping_mul(151) ^ 0xa5),
+        ];
+        for digest in &digests {
+            let full = to_hex(digest);
+            assert_eq!(full.len(), 64);
+            for chars in 0..=64 {
+                assert_eq!(
+                    digest_hex(digest, chars),
+                    full[..chars],
+                    "{chars} characters"
+                );
+            }
+        }
+        assert_eq!(&to_hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+    }
 }
