@@ -585,6 +585,12 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Stripping is trimming every character `is_python_space` takes.
+        #[test]
+        fn strip_is_trimming_python_spaces(s in "[ \t-\r\u{1c}-\u{1f}a\u{85}\u{a0}\u{2000}\u{3000}é]{0,12}") {
+            proptest::prop_assert_eq!(python_strip(&s), s.trim_matches(is_python_space));
+        }
+
         /// The ASCII run's length, eight bytes at a time, is the byte-wise one.
         #[test]
         fn ascii_prefix_is_bytewise(s in "[a-z\u{80}-\u{10ffff}]{0,40}") {
