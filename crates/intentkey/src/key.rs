@@ -110,8 +110,7 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
     let mut hex = vec![0u8; bytes.len() * 2];
     for (pair, &b) in hex.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 0xf)];
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(b)]);
     }
     // Every byte is an ASCII hex digit, so this never falls back.
     String::from_utf8(hex).unwrap_or_default()
@@ -179,15 +178,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn digest_hex_is_the_hex_of_the_digest_cut_to_length() {
+    fn hex_is_each_byte_as_two_lowercase_digits() {
         let digests: [[u8; 32]; 3] = [
             std::array::from_fn(|i| i as u8 * 8 + 7),
             [0xff; 32],
             std::array::from_fn(|i| (i as u8).wrapping_mul(151) ^ 0xa5),
         ];
         for digest in &digests {
-            let full = to_hex(digest);
-            assert_eq!(full.len(), 64);
+            let full: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(to_hex(digest), full);
             for chars in 0..=64 {
                 assert_eq!(
                     digest_hex(digest, chars),
@@ -196,6 +195,8 @@ mod tests {
                 );
             }
         }
-        assert_eq!(&to_hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+        let every_byte: Vec<u8> = (0..=255).collect();
+        let want: String = every_byte.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(to_hex(&every_byte), want);
     }
 }

@@ -271,7 +271,7 @@ fn text_into(raw: &str, out: &mut impl Sink) {
         None => {}
     }
     if is_nfc_fast(raw) {
-        casefold_into(python_strip(raw), out);
+        casefold_into(stripped, out);
     } else {
         let composed: String = raw.nfc().collect();
         casefold_into(python_strip(&composed), out);
