@@ -127,13 +127,40 @@ pub fn is_python_space(c: char) -> bool {
 }
 
 /// Python's `str.strip()` with no arguments.
+#[inline]
 pub fn python_strip(s: &str) -> &str {
     let bytes = s.as_bytes();
     // Fast path: both ends are ASCII and not whitespace (the common case).
     let plain = |b: u8| b.is_ascii() && b > b' ';
     match (bytes.first(), bytes.last()) {
         (Some(&first), Some(&last)) if plain(first) && plain(last) => s,
-        _ => s.trim_matches(is_python_space),
+        _ => strip_spaces(s),
+    }
+}
+
+/// [`python_strip`] of text that starts or ends with a space (or is empty):
+/// its ASCII spaces (`\t`..`\r`, U+001C..U+001F, ` `) are taken off byte by
+/// byte, and only text that then starts or ends with a non-ASCII character
+/// is trimmed character by character.
+#[inline(never)]
+fn strip_spaces(s: &str) -> &str {
+    let is_space = |b: &u8| matches!(b, b'\t'..=b'\r' | 0x1c..=b' ');
+    let bytes = s.as_bytes();
+    let start = bytes
+        .iter()
+        .position(|b| !is_space(b))
+        .unwrap_or(bytes.len());
+    let end = bytes[start..]
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |last| start + last + 1);
+    // Both cuts are next to ASCII bytes, so they fall on character boundaries.
+    let rest = s.get(start..end).unwrap_or(s);
+    match (rest.as_bytes().first(), rest.as_bytes().last()) {
+        (Some(first), Some(last)) if !first.is_ascii() || !last.is_ascii() => {
+            rest.trim_matches(is_python_space)
+        }
+        _ => rest,
     }
 }
 
@@ -587,7 +614,7 @@ mod tests {
     proptest::proptest! {
         /// Stripping is trimming every character `is_python_space` takes.
         #[test]
-        fn strip_is_trimming_python_spaces(s in "[ \t-\r\u{1c}-\u{1f}a\u{85}\u{a0}\u{2000}\u{3000}é]{0,12}") {
+        fn strip_is_trimming_python_spaces(s in "[ \t-\r\u{8}\u{e}\u{1b}-\u{1f}!a\u{7f}\u{85}\u{a0}\u{2000}\u{3000}é]{0,12}") {
             proptest::prop_assert_eq!(python_strip(&s), s.trim_matches(is_python_space));
         }
 
