@@ -139,12 +139,12 @@ pub fn python_strip(s: &str) -> &str {
 }
 
 /// [`python_strip`] of text that starts or ends with a space (or is empty):
-/// its ASCII spaces (`\t`..`\r`, U+001C..U+001F, ` `) are taken off byte by
-/// byte, and only text that then starts or ends with a non-ASCII character
-/// is trimmed character by character.
+/// its ASCII spaces ([`is_python_space`]) are taken off byte by byte, and
+/// only text that then starts or ends with a non-ASCII character is trimmed
+/// character by character.
 #[inline(never)]
 fn strip_spaces(s: &str) -> &str {
-    let is_space = |b: &u8| matches!(b, b'\t'..=b'\r' | 0x1c..=b' ');
+    let is_space = |&b: &u8| b.is_ascii() && is_python_space(char::from(b));
     let bytes = s.as_bytes();
     let start = bytes
         .iter()
